@@ -1,0 +1,15 @@
+"""Shared fixtures: one small local Ray session for every test that needs Ray."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """A 2-CPU local Ray session shared by the whole test run."""
+    from raytune_fed.runtime import connect
+
+    ray = connect(num_cpus=2)
+    yield ray
+    ray.shutdown()
