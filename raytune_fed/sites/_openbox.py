@@ -1,0 +1,55 @@
+"""The analyst's own site: full access, local training and cross-validation."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from raytune_fed.sites._roles import _check_xy
+
+
+class OpenBox:
+    """The openbox site: trains and cross-validates on its in-bag rows only.
+
+    The out-bag rows are held back for the post-hoc evaluation of the selected models
+    (RFMS eq. 1); the analyst never tunes on them.
+    """
+
+    role = "openbox"
+
+    def __init__(self, X: Any, y: Any, *, name: str = "openbox", inbag_fraction: float = 0.8,
+                 seed: Any = 0) -> None:
+        from raytune_fed.simulation import inbag_outbag
+
+        X, y = _check_xy(name, X, y)
+        self.name = name
+        inbag, outbag = inbag_outbag(y, inbag_fraction=inbag_fraction, seed=seed)
+        self._X_in, self._y_in = X[inbag], y[inbag]
+        self._X_out, self._y_out = X[outbag], y[outbag]
+
+    @property
+    def n_inbag(self) -> int:
+        return int(len(self._y_in))
+
+    @property
+    def n_features(self) -> int:
+        return int(self._X_in.shape[1])
+
+    def cv_error(self, learner: Any, config: Mapping[str, Any], *, n_folds: int = 10, seed: int = 0) -> float:
+        """``n_folds``-fold CV misclassification of ``learner`` at ``config`` on the in-bag rows."""
+        from raytune_fed.learners import cross_validated_error
+
+        return float(cross_validated_error(learner, config, self._X_in, self._y_in, n_folds=n_folds, seed=seed))
+
+    def fit(self, learner: Any, config: Mapping[str, Any], *, seed: int = 0) -> Any:
+        """The model ``learner`` at ``config`` fitted on all in-bag rows."""
+        return learner.build(config, seed=seed).fit(self._X_in, self._y_in)
+
+    def inbag_error(self, model: Any) -> float:
+        """Resubstitution error on the in-bag rows the model was fitted on (Thresholdout's train value)."""
+        return float(np.mean(model.predict(self._X_in) != self._y_in))
+
+    def outbag_error(self, model: Any) -> float:
+        """Error on the held-back out-bag rows (post-hoc evaluation only)."""
+        return float(np.mean(model.predict(self._X_out) != self._y_out))
