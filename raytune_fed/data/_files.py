@@ -1,0 +1,59 @@
+"""Datasets from the user's own files: ``.csv``, ``.csv.gz`` or ``.parquet``.
+
+The file is read with pandas and then goes through the same encoding and checks as
+every other dataset (:func:`~raytune_fed.data._validate.dataset_from_frame`).  The
+dataset is named after the file (``path/to/cohort.csv`` -> ``"cohort.csv"``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from raytune_fed.data._validate import Dataset, dataset_from_frame, describe_columns
+from raytune_fed.errors import DatasetError
+
+FILE_SUFFIXES = (".csv", ".csv.gz", ".parquet")
+
+
+def file_suffix(path: str | os.PathLike) -> str | None:
+    """The supported suffix ``path`` ends with (case-insensitive), or ``None``."""
+    lowered = os.fspath(path).lower()
+    return next((s for s in sorted(FILE_SUFFIXES, key=len, reverse=True) if lowered.endswith(s)), None)
+
+
+def load_file(path: str | os.PathLike, *, target: str | None, site_column: str | None = None) -> Dataset:
+    """Read a table and encode it; ``target`` names the label column (required)."""
+    path = Path(path)
+    name = path.name
+    suffix = file_suffix(path)
+    if path.is_dir():
+        raise DatasetError(f"dataset {name!r}: {os.fspath(path)!r} is a directory, not a data file")
+    if suffix is None:
+        raise DatasetError(
+            f"dataset {name!r}: unknown file extension {''.join(path.suffixes) or '(none)'!r}; "
+            f"expected one of {list(FILE_SUFFIXES)}")
+    if not path.is_file():
+        raise DatasetError(f"dataset {name!r}: file not found: {os.fspath(path)!r}")
+    frame = _read(name, path, suffix)
+    if target is None:
+        raise DatasetError(
+            f"dataset {name!r}: a file dataset needs target=<label column> (--target on the command "
+            f"line); columns are {describe_columns(frame.columns)}")
+    return dataset_from_frame(name, frame, target=target, site_column=site_column, source=f"file {name}")
+
+
+def _read(name: str, path: Path, suffix: str) -> pd.DataFrame:
+    if path.stat().st_size == 0:
+        raise DatasetError(f"dataset {name!r}: the file is empty (0 bytes)")
+    try:
+        if suffix == ".parquet":
+            return pd.read_parquet(path)
+        return pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        raise DatasetError(f"dataset {name!r}: the file is empty (no header and no rows)") from None
+    except (pd.errors.ParserError, UnicodeDecodeError, OSError, ValueError) as exc:
+        kind = "Parquet" if suffix == ".parquet" else "CSV"
+        raise DatasetError(f"dataset {name!r}: cannot read the file as {kind}: {exc}") from None
