@@ -79,6 +79,7 @@ class ResultStore:
                 fh.write(text)
                 fh.flush()
                 os.fsync(fh.fileno())
+            os.chmod(tmp, 0o644)
             os.replace(tmp, path)
         finally:
             if os.path.exists(tmp):
@@ -115,6 +116,7 @@ def write_atomic(path: str | os.PathLike, write: Any) -> None:
     os.close(fd)
     try:
         write(tmp)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are meant to be shared
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

@@ -32,9 +32,13 @@ _FILE_HINT = ("To use it offline, save it as a CSV or Parquet file and pass the 
 
 def fetch_openml(**kwargs: object) -> object:
     """scikit-learn's ``fetch_openml``, imported on first use (tests replace this function)."""
+    import warnings
+
     from sklearn.datasets import fetch_openml as sklearn_fetch_openml
 
-    return sklearn_fetch_openml(**kwargs)
+    with warnings.catch_warnings():  # its "network error, retrying" warnings would bury our one-line error
+        warnings.simplefilter("ignore", UserWarning)
+        return sklearn_fetch_openml(**kwargs)
 
 
 def default_cache_dir() -> Path:
