@@ -8,7 +8,7 @@ from raytune_fed.runtime import site_placement
 
 
 def remote_site(cls: type, name: str, *args: Any, **kwargs: Any) -> Any:
-    """Start ``cls(*args, **kwargs)`` as a Ray actor for site ``name``.
+    """Start ``cls(name, *args, **kwargs)`` (e.g. a :class:`SiteHost`) as a Ray actor for site ``name``.
 
     The actor reserves no CPU (site queries are short predictions; the experiment units
     own the cores) and goes to a node declaring ``site:<name>`` when the cluster has one,
@@ -18,4 +18,4 @@ def remote_site(cls: type, name: str, *args: Any, **kwargs: Any) -> Any:
     import ray
 
     options = {"num_cpus": 0, "name": None, **site_placement(name)}
-    return ray.remote(cls).options(**options).remote(*args, **kwargs)
+    return ray.remote(cls).options(**options).remote(name, *args, **kwargs)

@@ -1,0 +1,163 @@
+"""RFMS: methods, Thresholdout, experiment units in-process, the grid on Ray, the CLI."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from raytune_fed.cli import main
+from raytune_fed.errors import ConfigError, DatasetError, SplitError
+from raytune_fed.rfms import (
+    METHODS, ExperimentSpec, RFMSSettings, Thresholdout, build_grid, get_methods, run_experiment, run_grid)
+from raytune_fed.sites import Curator, Lockbox, OpenBox, SiteClient
+
+TINY = dict(n_init=3, n_iter=2, n_folds=3)
+
+
+def test_method_registry_names_the_paper_methods():
+    assert list(METHODS) == ["lso", "fso2", "fso5", "fso8", "fso_th", "fmo", "rand_mo"]
+    assert METHODS["fso2"].scalar(0.1, 0.5) == pytest.approx(0.2 * 0.1 + 0.8 * 0.5)
+    assert not METHODS["lso"].needs_remote and METHODS["fso_th"].needs_remote
+
+
+@pytest.mark.parametrize("names, message", [
+    (["lso", "bogus"], "unknown method 'bogus'; known methods"),
+    (["fmo", "fmo"], "listed twice"),
+    ([], "no methods given"),
+])
+def test_bad_methods(names, message):
+    with pytest.raises(ConfigError, match=message):
+        get_methods(names)
+
+
+def test_thresholdout_answers_train_or_noisy_holdout_and_counts_budget():
+    from scipy.stats import norm
+
+    th = Thresholdout(seed=0)
+    close = np.array([th.answer(0.10, 0.105) for _ in range(4000)])
+    # train value iff 0.005 <= T + eta with eta ~ N(0, (4 sigma)^2): probability Phi(0.015 / 0.12)
+    assert abs(np.mean(close == 0.10) - norm.cdf(0.015 / 0.12)) < 0.03
+    assert abs(np.std(close[close != 0.10]) - 0.03) < 0.004  # holdout answers carry N(0, sigma^2) noise
+    used = th.budget_used
+    far = [th.answer(0.0, 0.5) for _ in range(200)]
+    assert th.budget_used - used == 200 and abs(np.mean(far) - 0.5) < 0.01
+    capped = Thresholdout(seed=0, budget=3)
+    answers = [capped.answer(0.0, 0.5) for _ in range(10)]
+    assert capped.budget_used == 3 and capped.n_withheld == 7 and answers[3:] == [0.0] * 7
+    assert [Thresholdout(seed=5).answer(0.1, 0.4) for _ in range(3)] == \
+        [Thresholdout(seed=5).answer(0.1, 0.4) for _ in range(3)]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"n_init": 0}, "n_init must be an int >= 1"),
+    ({"n_iter": -1}, "n_iter must be an int >= 0"),
+    ({"n_folds": 1}, "n_folds must be an int >= 2"),
+    ({"inbag_fraction": 1.0}, "inbag_fraction"),
+    ({"pca_variance": 0.0}, "pca_variance"),
+])
+def test_bad_settings(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        RFMSSettings(dataset="geo5_sim", **kwargs)
+
+
+def test_grid_is_the_product_of_pairs_reps_learners():
+    s = RFMSSettings(dataset="geo5_sim")
+    grid = build_grid(s, n_sites=5, learners=["elastic_net", "svm", "random_forest"], reps=10)
+    assert len(grid) == 600 and len({g.key for g in grid}) == 600
+    small = build_grid(s, n_sites=5, learners=["svm"], reps=1, pairs=3)
+    assert len({g.openbox for g in small}) == 3  # small runs vary the openbox first
+    with pytest.raises(ConfigError, match="unknown learner 'xgb'"):
+        build_grid(s, n_sites=5, learners=["xgb"], reps=1)
+    with pytest.raises(ConfigError, match="pairs must be an int in \\[1, 20\\], got 21"):
+        build_grid(s, n_sites=5, learners=["svm"], reps=1, pairs=21)
+
+
+def _local_experiment(methods, seed=0):
+    from sklearn.datasets import make_classification
+
+    X, y = make_classification(n_samples=300, n_features=10, n_informative=4, random_state=seed)
+    sites = np.arange(300) % 5
+    settings = RFMSSettings(dataset="toy", methods=tuple(methods), seed=seed, **TINY)
+    spec = ExperimentSpec(settings, openbox=0, lockbox=4, curators=(1, 2, 3), replication=0, learner="svm")
+    curators = [Curator(X[sites == i], y[sites == i], name=f"s{i}", seed=i) for i in (1, 2, 3)]
+    lockbox = Lockbox(X[sites == 4], y[sites == 4])
+    openbox = OpenBox(X[sites == 0], y[sites == 0], seed=0)
+    rows, info = run_experiment(spec, openbox, [SiteClient(c) for c in curators], SiteClient(lockbox))
+    return rows, info, curators, lockbox
+
+
+def test_experiment_rows_ledgers_and_seals():
+    rows, info, curators, lockbox = _local_experiment(list(METHODS))
+    assert [r["method"] for r in rows] == list(METHODS)
+    for r in rows:
+        assert 0.0 <= r["hypervolume"] <= 1.0
+        assert len(r["openbox_outbag"]) == len(r["curator_outbag"]) == len(r["lockbox_loss"]) == r["n_selected"]
+        assert r["n_evaluations"] == TINY["n_init"] + TINY["n_iter"]
+    by = {r["method"]: r for r in rows}
+    assert by["lso"]["n_curator_queries"] == 0 and by["fmo"]["n_curator_queries"] == 5
+    assert by["lso"]["n_selected"] == 1 and by["fso_th"]["thresholdout_budget_used"] is not None
+    # curators were reached only through their query: ledger size = distinct remote evaluations
+    for c in curators:
+        entries = c.ledger().entries
+        assert sum(e.kind == "query" for e in entries) == info["n_curator_queries_total"]
+        assert c.status().sealed
+    assert lockbox.status().sealed
+
+
+def test_lso_alone_never_queries_a_curator():
+    rows, info, curators, _ = _local_experiment(["lso"])
+    assert info["n_curator_queries_total"] == 0
+    assert all(sum(e.kind == "query" for e in c.ledger().entries) == 0 for c in curators)
+
+
+def test_same_seed_same_numbers():
+    a, _, _, _ = _local_experiment(["fso5", "fmo", "rand_mo"], seed=1)
+    b, _, _, _ = _local_experiment(["fso5", "fmo", "rand_mo"], seed=1)
+    keep = ["method", "hypervolume", "selected", "openbox_outbag", "curator_outbag", "lockbox_loss"]
+    assert [{k: r[k] for k in keep} for r in a] == [{k: r[k] for k in keep} for r in b]
+
+
+def test_a_split_without_both_classes_fails_clearly(tmp_path):
+    from raytune_fed.rfms import plan_sites
+
+    frame = pd.DataFrame({"x1": np.arange(40.0), "x2": np.arange(40.0) % 7, "label": [0, 1] * 20,
+                          "site": ["a"] * 10 + ["b"] * 10 + ["c"] * 10 + ["d"] * 10})
+    frame.loc[frame["site"] == "d", "label"] = 1
+    path = tmp_path / "sites.csv"
+    frame.to_csv(path, index=False)
+    with pytest.raises((DatasetError, SplitError), match="'d'|site d|d\\b"):
+        plan_sites(RFMSSettings(dataset=str(path), target="label", site_column="site"))
+
+
+def test_grid_on_ray_writes_results_and_resumes(ray_session, tmp_path):
+    settings = RFMSSettings(dataset="geo5_sim", methods=("lso", "fso5", "fmo", "rand_mo"), **TINY)
+    frame = run_grid(settings, learners=["svm"], reps=1, pairs=2, out=tmp_path, progress=None)
+    assert len(frame) == 2 * 4 and set(frame["method"]) == {"lso", "fso5", "fmo", "rand_mo"}
+    for _, r in frame.iterrows():  # each curator's ledger counts the unit's remote evaluations
+        assert list(r["unit_ledger_queries"]) == [r["unit_curator_queries"]] * 3
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["n_experiments"] == 2 and len(summary["hypervolume"]) == 4
+    assert np.allclose(np.array(summary["win_loss"]["matrix"]) + np.array(summary["win_loss"]["matrix"]).T,
+                       2 * (1 - np.eye(4)))
+    stored = pd.read_parquet(tmp_path / "results.parquet")
+    said = []
+    again = run_grid(settings, learners=["svm"], reps=1, pairs=2, out=tmp_path, progress=said.append)
+    assert "(2 already done)" in said[0] and len(said) == 1  # nothing re-ran
+    assert len(again) == len(stored) and len(list((tmp_path / "units").glob("*.json"))) == 2
+    assert sorted(again["hypervolume"]) == sorted(stored["hypervolume"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["rfms", "--methods", "lso,nope", "--out", "{tmp}"], "unknown method 'nope'"),
+    (["rfms", "--learners", "xgb", "--out", "{tmp}"], "unknown learner 'xgb'"),
+    (["rfms", "--n-init", "0", "--out", "{tmp}"], "n_init must be an int >= 1"),
+    (["rfms", "--dataset", "no_such_dataset", "--out", "{tmp}"], "no_such_dataset"),
+    (["rfms", "--dataset", "breast_cancer", "--split", "natural", "--out", "{tmp}"], "no natural sites"),
+])
+def test_cli_bad_arguments_exit_2_with_one_line(argv, message, tmp_path, capsys):
+    code = main([a.replace("{tmp}", str(tmp_path)) for a in argv])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("raytune-fed: error:") and message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "results.parquet").exists()
