@@ -94,6 +94,9 @@ def _spread(roles: list[Any], k: int) -> list[Any]:
     return out
 
 
+_COST = {"random_forest": 30.0, "elastic_net": 3.0, "svm": 1.0}  # rough relative unit cost (bench_learners)
+
+
 def _run_unit(spec: ExperimentSpec, X: np.ndarray, y: np.ndarray, curator_hosts: Sequence[Any],
               lockbox_host: Any) -> tuple[list[dict], dict]:
     """Body of one experiment unit, run inside a Ray task."""
@@ -104,6 +107,11 @@ def _run_unit(spec: ExperimentSpec, X: np.ndarray, y: np.ndarray, curator_hosts:
 
     started = time.time()
     s = spec.settings
+    if spec.learner == "elastic_net":  # compile the solver once per worker process, outside the timings
+        from raytune_fed.learners import warm_up
+
+        warm_up()
+    warmup = time.time() - started
     seeds = dict(zip(range(len(spec.site_names) or 64), spec.split_seed().spawn(len(spec.site_names) or 64)))
     openbox = OpenBox(X, y, name=_name(spec, spec.openbox), inbag_fraction=s.inbag_fraction,
                       seed=seeds[spec.openbox])
@@ -119,7 +127,7 @@ def _run_unit(spec: ExperimentSpec, X: np.ndarray, y: np.ndarray, curator_hosts:
         info["ledger_queries"] = [sum(e.kind == "query" for e in led.entries) for led in ledgers]
     finally:
         ray.get([h.close_session.remote(spec.session) for h in [*curator_hosts, lockbox_host]])
-    info["started"], info["finished"] = started, time.time()
+    info["started"], info["finished"], info["warmup"] = started, time.time(), warmup
     return rows, info
 
 
@@ -140,7 +148,8 @@ def run_grid(settings: RFMSSettings, *, learners: Sequence[str], reps: int = 1, 
                        site_names=plan.site_names)
     out = Path(out)
     store = ResultStore(out)
-    todo = [s for s in specs if not store.has(s.config())]
+    # longest first, so the last units on the cluster are short ones and cores idle less at the end
+    todo = sorted((s for s in specs if not store.has(s.config())), key=lambda s: -_COST.get(s.learner, 1))
     say(f"rfms: {len(specs)} experiment units ({len(specs) - len(todo)} already done), "
         f"{len(plan.site_names)} sites, dataset {settings.dataset!r}, split {settings.split!r}")
     failures: list[str] = []
@@ -170,7 +179,7 @@ def run_grid(settings: RFMSSettings, *, learners: Sequence[str], reps: int = 1, 
                 continue
             timing = info["timing"]
             extra = {f"unit_{k}": v for k, v in timing.items()}
-            extra.update(unit_started=info["started"], unit_finished=info["finished"],
+            extra.update(unit_started=info["started"], unit_finished=info["finished"], unit_warmup=info["warmup"],
                          unit_curator_queries=info["n_curator_queries_total"],
                          unit_ledger_queries=info["ledger_queries"])
             store.put(spec.config(), [{**r, **extra} for r in rows])
