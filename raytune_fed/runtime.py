@@ -15,8 +15,13 @@ from typing import Any
 from raytune_fed.errors import ConfigError
 
 
-def connect(address: str | None = None, num_cpus: int | None = None, *, quiet: bool = True) -> Any:
-    """Return the ``ray`` module with a session up; reuse one that is already running."""
+def connect(address: str | None = None, num_cpus: int | None = None, *, resources: dict[str, float] | None = None,
+            quiet: bool = True) -> Any:
+    """Return the ``ray`` module with a session up; reuse one that is already running.
+
+    ``resources`` declares custom resources of a local session, e.g. ``{"site:site0": 1}``
+    so that :func:`site_placement` pins that site's actor here.
+    """
     import ray
 
     if ray.is_initialized():
@@ -27,17 +32,19 @@ def connect(address: str | None = None, num_cpus: int | None = None, *, quiet: b
         "logging_level": logging.WARNING if quiet else logging.INFO,
         "log_to_driver": True,
         # the workers import the package from the driver's environment
-        "runtime_env": {"env_vars": {"PYTHONWARNINGS": "ignore::DeprecationWarning"}},
+        # one BLAS/OpenMP thread per task: an experiment unit holds one CPU
+        "runtime_env": {"env_vars": {"PYTHONWARNINGS": "ignore::DeprecationWarning", "OMP_NUM_THREADS": "1",
+                                     "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}},
     }
     if address:
-        if num_cpus is not None:
-            raise ConfigError(f"num_cpus={num_cpus!r} applies to a local session only, not to address={address!r}")
+        if num_cpus is not None or resources:
+            raise ConfigError(f"num_cpus and resources apply to a local session only, not to address={address!r}")
         ray.init(address=address, **kwargs)
     else:
         n = num_cpus if num_cpus is not None else (os.cpu_count() or 1)
         if n < 1:
             raise ConfigError(f"num_cpus must be >= 1, got {n!r}")
-        ray.init(num_cpus=n, **kwargs)
+        ray.init(num_cpus=n, resources=dict(resources or {}), **kwargs)
     return ray
 
 

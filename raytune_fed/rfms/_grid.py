@@ -159,14 +159,19 @@ def run_grid(settings: RFMSSettings, *, learners: Sequence[str], reps: int = 1, 
         refs = {i: tuple(ray.put(a) for a in plan.site(i)) for i in range(len(plan.site_names))}
         hosts = {i: remote_site(SiteHost, name, *refs[i]) for i, name in enumerate(plan.site_names)}
         unit = ray.remote(_run_unit)
-        pending = {}
-        for spec in todo:
-            opts = {"num_cpus": 1, "max_retries": 0, **site_placement(plan.site_names[spec.openbox])}
-            ref = unit.options(**opts).remote(spec, *refs[spec.openbox], [hosts[c] for c in spec.curators],
-                                              hosts[spec.lockbox])
-            pending[ref] = spec
+        _ask_autoscaler(len(todo))
+        queue = list(todo)
+        pending: dict[Any, ExperimentSpec] = {}
         done = 0
-        while pending:
+        while queue or pending:
+            # Ray lends a task's CPU to others while it waits on a curator, so units are throttled
+            # here: at most one running unit per CPU of the (possibly growing) cluster
+            while queue and len(pending) < max(1, int(ray.cluster_resources().get("CPU", 1))):
+                spec = queue.pop(0)
+                opts = {"num_cpus": 1, "max_retries": 0, **site_placement(plan.site_names[spec.openbox])}
+                ref = unit.options(**opts).remote(spec, *refs[spec.openbox], [hosts[c] for c in spec.curators],
+                                                  hosts[spec.lockbox])
+                pending[ref] = spec
             ready, _ = ray.wait(list(pending), num_returns=1)
             spec = pending.pop(ready[0])
             done += 1
@@ -196,6 +201,20 @@ def run_grid(settings: RFMSSettings, *, learners: Sequence[str], reps: int = 1, 
     frame.attrs["grid_seconds"] = time.time() - grid_started
     write_results(frame, out)
     return frame
+
+
+def _ask_autoscaler(n_cpus: int) -> None:
+    """Tell a cluster's autoscaler how many CPUs the grid could use.
+
+    Units are submitted only as fast as CPUs exist, so without this the autoscaler would
+    never see the backlog.  On a session without an autoscaler this does nothing.
+    """
+    try:
+        from ray.autoscaler.sdk import request_resources
+
+        request_resources(num_cpus=n_cpus)
+    except Exception:  # local sessions have no autoscaler to ask
+        pass
 
 
 def _short(exc: BaseException) -> str:
