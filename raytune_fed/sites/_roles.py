@@ -104,16 +104,15 @@ class Curator(_Role):
 
     def query(self, model: Any) -> Loss:
         """Misclassification of ``model`` on the in-bag rows (one float), logged in the ledger."""
+        start = time.perf_counter()
         if self._sealed:
             raise SealedError(f"curator {self.name!r}: selection is closed (final evaluation given); no more queries")
         if self._budget is not None and self._n_queries >= self._budget:
             raise BudgetExhaustedError(f"curator {self.name!r}: query budget of {self._budget} is spent")
-        start = time.perf_counter()
         value = self._loss(model, self._X_in, self._y_in)
-        seconds = time.perf_counter() - start
         self._n_queries += 1
         self._ledger.append(LedgerEntry(time.time(), fingerprint(model), "query", value))
-        return check_outgoing(Loss(value, int(len(self._y_in)), seconds))
+        return check_outgoing(Loss(value, int(len(self._y_in)), time.perf_counter() - start))
 
     def final_evaluation(self, models: Sequence[Any]) -> FinalLosses:
         """Once: the losses of the final models on the out-bag rows; closes the selection."""
