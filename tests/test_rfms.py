@@ -146,6 +146,10 @@ def test_grid_on_ray_writes_results_and_resumes(ray_session, tmp_path):
     assert "(2 already done)" in said[0] and len(said) == 1  # nothing re-ran
     assert len(again) == len(stored) and len(list((tmp_path / "units").glob("*.json"))) == 2
     assert sorted(again["hypervolume"]) == sorted(stored["hypervolume"])
+    # the report rebuilds from the directory alone, sites picture included
+    assert main(["report", str(tmp_path)]) == 0
+    assert {"hypervolume.png", "winloss.png", "sites.png", "index.md", "index.html"} <= {
+        p.name for p in tmp_path.iterdir()}
 
 
 @pytest.mark.parametrize("argv, message", [

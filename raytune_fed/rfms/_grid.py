@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -112,7 +112,8 @@ def _run_unit(spec: ExperimentSpec, X: np.ndarray, y: np.ndarray, curator_hosts:
 
         warm_up()
     warmup = time.time() - started
-    seeds = dict(zip(range(len(spec.site_names) or 64), spec.split_seed().spawn(len(spec.site_names) or 64)))
+    seeds = spec.split_seed().spawn(max(len(spec.site_names), spec.openbox + 1, spec.lockbox + 1, *(
+        c + 1 for c in spec.curators)))
     openbox = OpenBox(X, y, name=_name(spec, spec.openbox), inbag_fraction=s.inbag_fraction,
                       seed=seeds[spec.openbox])
     opened = [h.open_session.remote(spec.session, "curator", seed=seeds[c], inbag_fraction=s.inbag_fraction)
@@ -184,7 +185,7 @@ def run_grid(settings: RFMSSettings, *, learners: Sequence[str], reps: int = 1, 
                 continue
             timing = info["timing"]
             extra = {f"unit_{k}": v for k, v in timing.items()}
-            extra.update(unit_started=info["started"], unit_finished=info["finished"], unit_warmup=info["warmup"],
+            extra.update(settings=json.dumps(asdict(settings), sort_keys=True), unit_started=info["started"], unit_finished=info["finished"], unit_warmup=info["warmup"],
                          unit_curator_queries=info["n_curator_queries_total"],
                          unit_ledger_queries=info["ledger_queries"])
             store.put(spec.config(), [{**r, **extra} for r in rows])
@@ -266,3 +267,23 @@ def format_summary(summary: dict[str, Any]) -> str:
         for n, row in zip(names, wl["matrix"]):
             lines.append(f"{n:<9}" + "".join(f"{v:>8.1f}" for v in row))
     return "\n".join(lines)
+
+
+def write_report(out_dir: str | Path, settings: RFMSSettings | None = None) -> Path:
+    """(Re)build the plots and report page of a results directory.
+
+    The sites picture needs the dataset: it is re-split from ``settings``, or from the
+    settings the grid stored with its rows.
+    """
+    from raytune_fed.rfms._report import build_report
+
+    path = Path(out_dir) / "results.parquet"
+    frame = pd.read_parquet(path) if path.exists() else None
+    if settings is None and frame is not None and len(frame) and "settings" in frame.columns:
+        stored = json.loads(frame["settings"].iloc[0])
+        settings = RFMSSettings(**{k: tuple(v) if isinstance(v, list) else v for k, v in stored.items()})
+    sites = None
+    if settings is not None:
+        plan = plan_sites(settings)
+        sites = (plan.X, plan.site_of_row, plan.site_names)
+    return build_report(out_dir, frame=frame, sites=sites)
