@@ -124,7 +124,7 @@ def test_a_refused_model_in_a_final_batch_does_not_seal():
 
 
 def test_host_sessions_are_single_use_and_roles_restricted():
-    host = SiteHost("s0", X, Y, max_sessions=3)
+    host = SiteHost(X, Y, name="s0", max_sessions=3)
     host.open_session("e1", "curator", seed=0)
     host.open_session("e2", "lockbox")
     model = fitted()
@@ -147,7 +147,7 @@ def test_host_sessions_are_single_use_and_roles_restricted():
 def test_every_public_answer_is_a_small_record():
     """No method of a restricted site returns feature rows or labels: only records of scalars."""
     model = fitted()
-    host = SiteHost("s0", X, Y)
+    host = SiteHost(X, Y, name="s0")
     answers = [host.open_session("q", "curator", seed=0), host.query("q", model), *host.query_many("q", [model]),
                host.status("q"), host.ledger("q"), host.final_evaluation("q", [model]),
                host.open_session("l", "lockbox"), host.final_evaluation("l", [model]), host.close_session("l")]
@@ -211,3 +211,17 @@ def test_sites_as_ray_actors_keep_their_restrictions(ray_session):
     with pytest.raises(SealedError):
         lockbox.final_evaluation([model])
     assert len(curator.ledger()) == 3  # refusals are not answers
+
+
+def test_openbox_and_roles_also_run_as_actors(ray_session):
+    ray = ray_session
+    openbox = remote_site(OpenBox, "ob", X, Y, seed=4)
+    local = OpenBox(X, Y, seed=4)
+    assert ray.get(openbox.cv_error.remote(SVM, CONFIG, n_folds=5, seed=0)) == local.cv_error(SVM, CONFIG, n_folds=5,
+                                                                                                  seed=0)
+    model = ray.get(openbox.fit.remote(SVM, CONFIG, seed=0))
+    lockbox = remote_site(Lockbox, "lb", X, Y)
+    first = ray.get(lockbox.final_evaluation.remote([model]))
+    assert first.values[0] == pytest.approx(np.mean(model.predict(X) != Y))
+    with pytest.raises(SealedError):
+        ray.get(lockbox.final_evaluation.remote([model]))

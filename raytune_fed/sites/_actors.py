@@ -8,7 +8,10 @@ from raytune_fed.runtime import site_placement
 
 
 def remote_site(cls: type, name: str, *args: Any, **kwargs: Any) -> Any:
-    """Start ``cls(name, *args, **kwargs)`` (e.g. a :class:`SiteHost`) as a Ray actor for site ``name``.
+    """Start ``cls(*args, name=name, **kwargs)`` as a Ray actor for site ``name``.
+
+    Works for every site class (:class:`SiteHost`, :class:`OpenBox`, :class:`Curator`,
+    :class:`Lockbox`); the same classes run in-process in tests.
 
     The actor reserves no CPU (site queries are short predictions; the experiment units
     own the cores) and goes to a node declaring ``site:<name>`` when the cluster has one,
@@ -18,4 +21,4 @@ def remote_site(cls: type, name: str, *args: Any, **kwargs: Any) -> Any:
     import ray
 
     options = {"num_cpus": 0, "name": None, **site_placement(name)}
-    return ray.remote(cls).options(**options).remote(name, *args, **kwargs)
+    return ray.remote(cls).options(**options).remote(*args, name=name, **kwargs)

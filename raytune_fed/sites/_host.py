@@ -21,7 +21,7 @@ ROLES = ("curator", "lockbox")
 class SiteHost:
     """One data site: private rows, restricted roles opened per session."""
 
-    def __init__(self, name: str, X: Any, y: Any, *, max_sessions: int | None = None,
+    def __init__(self, X: Any, y: Any, *, name: str = "site", max_sessions: int | None = None,
                  admit: Admit | None = None) -> None:
         self.name = name
         self._X, self._y = _check_xy(name, X, y)
