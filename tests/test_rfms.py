@@ -50,9 +50,9 @@ def test_thresholdout_answers_train_or_noisy_holdout_and_counts_budget():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"n_init": 0}, "n_init must be an int >= 1"),
-    ({"n_iter": -1}, "n_iter must be an int >= 0"),
-    ({"n_folds": 1}, "n_folds must be an int >= 2"),
+    ({"n_init": 0}, "n_init must be an integer >= 1"),
+    ({"n_iter": -1}, "n_iter must be an integer >= 0"),
+    ({"n_folds": 1}, "n_folds must be an integer >= 2"),
     ({"inbag_fraction": 1.0}, "inbag_fraction"),
     ({"pca_variance": 0.0}, "pca_variance"),
 ])
@@ -69,7 +69,7 @@ def test_grid_is_the_product_of_pairs_reps_learners():
     assert len({g.openbox for g in small}) == 3  # small runs vary the openbox first
     with pytest.raises(ConfigError, match="unknown learner 'xgb'"):
         build_grid(s, n_sites=5, learners=["xgb"], reps=1)
-    with pytest.raises(ConfigError, match="pairs must be an int in \\[1, 20\\], got 21"):
+    with pytest.raises(ConfigError, match="pairs must be an integer in \\[1, 20\\], got 21"):
         build_grid(s, n_sites=5, learners=["svm"], reps=1, pairs=21)
 
 
@@ -155,7 +155,7 @@ def test_grid_on_ray_writes_results_and_resumes(ray_session, tmp_path):
 @pytest.mark.parametrize("argv, message", [
     (["rfms", "--methods", "lso,nope", "--out", "{tmp}"], "unknown method 'nope'"),
     (["rfms", "--learners", "xgb", "--out", "{tmp}"], "unknown learner 'xgb'"),
-    (["rfms", "--n-init", "0", "--out", "{tmp}"], "n_init must be an int >= 1"),
+    (["rfms", "--n-init", "0", "--out", "{tmp}"], "n_init must be an integer >= 1"),
     (["rfms", "--dataset", "no_such_dataset", "--out", "{tmp}"], "no_such_dataset"),
     (["rfms", "--dataset", "breast_cancer", "--split", "natural", "--out", "{tmp}"], "no natural sites"),
 ])

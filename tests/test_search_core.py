@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from raytune_fed.errors import ConfigError
+from raytune_fed.metrics import pareto_mask
 from raytune_fed.search import Categorical, Float, GPMinimizer, Int, ParEGO, SearchSpace
 from raytune_fed.search._gp import fit_gp
-from raytune_fed.search.parego import (default_lattice_size, n_inner_lattice_rows, non_dominated_mask,
+from raytune_fed.search.parego import (default_lattice_size, n_inner_lattice_rows,
                                        normalize_objectives, sample_lattice_weights, spread_weights,
                                        tchebycheff)
 
@@ -249,9 +250,9 @@ def test_normalize_objectives_min_max_per_column():
     np.testing.assert_allclose(normalize_objectives(Y2), [[0, 0], [1, 0]])  # constant column -> 0
 
 
-def test_non_dominated_mask():
+def test_pareto_mask():
     Y = np.array([[1, 5], [2, 2], [3, 3], [5, 1], [2, 2], [1, 6]])
-    assert non_dominated_mask(Y).tolist() == [True, True, False, True, True, False]
+    assert pareto_mask(Y).tolist() == [True, True, False, True, True, False]
 
 
 # ------------------------------------------------------------------ ParEGO core

@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from raytune_fed._checks import check_int
 from raytune_fed.errors import ConfigError, RaytuneFedError
 from raytune_fed.rfms._methods import get_methods
 from raytune_fed.rfms._spec import ExperimentSpec, RFMSSettings
@@ -68,12 +69,10 @@ def build_grid(settings: RFMSSettings, *, n_sites: int, learners: Sequence[str],
         get_learner(name)
     if not learners:
         raise ConfigError("no learners given")
-    if isinstance(reps, bool) or not isinstance(reps, int) or reps < 1:
-        raise ConfigError(f"reps must be an int >= 1, got {reps!r}")
+    check_int("reps", reps, 1)
     roles = role_assignments(n_sites)
     if pairs is not None:
-        if isinstance(pairs, bool) or not isinstance(pairs, int) or not 1 <= pairs <= len(roles):
-            raise ConfigError(f"pairs must be an int in [1, {len(roles)}], got {pairs!r}")
+        check_int("pairs", pairs, 1, len(roles))
         roles = _spread(roles, pairs)
     return [ExperimentSpec(settings, r.openbox, r.lockbox, tuple(r.curators), rep, learner, tuple(site_names))
             for rep in range(reps) for r in roles for learner in learners]

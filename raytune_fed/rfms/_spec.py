@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from raytune_fed._checks import check_int, check_share
 from raytune_fed.errors import ConfigError
 from raytune_fed.store import config_key
 
@@ -28,16 +29,12 @@ class RFMSSettings:
     methods: tuple[str, ...] = ("lso", "fso2", "fso5", "fso8", "fso_th", "fmo", "rand_mo")
 
     def __post_init__(self) -> None:
-        for name in ("n_init", "n_folds"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < (1 if name == "n_init" else 2):
-                raise ConfigError(f"{name} must be an int >= {1 if name == 'n_init' else 2}, got {v!r}")
-        if isinstance(self.n_iter, bool) or not isinstance(self.n_iter, int) or self.n_iter < 0:
-            raise ConfigError(f"n_iter must be an int >= 0, got {self.n_iter!r}")
+        check_int("n_init", self.n_init, 1)
+        check_int("n_iter", self.n_iter, 0)
+        check_int("n_folds", self.n_folds, 2)
         if not 0.0 < self.inbag_fraction < 1.0:
             raise ConfigError(f"inbag_fraction must be in (0, 1), got {self.inbag_fraction!r}")
-        if not 0.0 < self.pca_variance <= 1.0:
-            raise ConfigError(f"pca_variance must be in (0, 1], got {self.pca_variance!r}")
+        check_share("pca_variance", self.pca_variance, 0.0, 1.0, low_open=True)
 
 
 @dataclass(frozen=True)

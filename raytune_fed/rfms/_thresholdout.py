@@ -13,18 +13,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from raytune_fed.errors import ConfigError
+from raytune_fed._checks import check_float, check_int
 
 
 class Thresholdout:
     def __init__(self, *, threshold: float = 0.02, sigma: float = 0.03, gamma: float = 0.0,
                  budget: int | None = None, seed: int | np.random.SeedSequence | None = None) -> None:
-        if not threshold >= 0:
-            raise ConfigError(f"Thresholdout threshold must be >= 0, got {threshold!r}")
-        if not sigma >= 0:
-            raise ConfigError(f"Thresholdout sigma must be >= 0, got {sigma!r}")
-        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 0):
-            raise ConfigError(f"Thresholdout budget must be an int >= 0 or None, got {budget!r}")
+        check_float("Thresholdout threshold", threshold, 0.0)
+        check_float("Thresholdout sigma", sigma, 0.0)
+        if budget is not None:
+            check_int("Thresholdout budget", budget, 0)
         self.threshold, self.sigma, self.gamma, self.budget = threshold, sigma, gamma, budget
         self._rng = np.random.default_rng(seed)
         self.budget_used = 0

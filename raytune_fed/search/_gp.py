@@ -33,6 +33,7 @@ from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 from threadpoolctl import threadpool_limits
 
+from raytune_fed._checks import check_float, check_int
 from raytune_fed.errors import ConfigError
 from raytune_fed.search.space import SearchSpace
 
@@ -191,19 +192,6 @@ def random_distinct(rng: np.random.Generator, snap: Callable[[np.ndarray], np.nd
 def plain(config: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of ``config`` with numpy scalars turned into Python ones (JSON-friendly)."""
     return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in config.items()}
-
-
-def check_int(name: str, value: Any, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ConfigError(f"{name} must be an integer >= {low}, got {value!r}")
-    return int(value)
-
-
-def check_float(name: str, value: Any, low: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) \
-            or not math.isfinite(float(value)) or float(value) < low:
-        raise ConfigError(f"{name} must be a finite number >= {low}, got {value!r}")
-    return float(value)
 
 
 class CoreBase:

@@ -29,6 +29,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from raytune_fed.errors import ConfigError
+from raytune_fed.metrics import pareto_mask
 from raytune_fed.search._gp import CoreBase, check_float, check_int
 from raytune_fed.search.space import SearchSpace
 
@@ -86,14 +87,6 @@ def tchebycheff(Y: np.ndarray, weights: np.ndarray, rho: float = 0.05) -> np.nda
     """Augmented Tchebycheff scalarisation ``max_j(w_j y_j) + rho * sum_j w_j y_j`` per row."""
     wy = np.atleast_2d(Y) * np.asarray(weights, dtype=float)
     return wy.max(axis=1) + rho * wy.sum(axis=1)
-
-
-def non_dominated_mask(Y: np.ndarray) -> np.ndarray:
-    """Rows of ``Y`` (minimised) that no other row dominates; duplicates are all kept."""
-    Y = np.asarray(Y, dtype=float)
-    le = np.all(Y[:, None, :] <= Y[None, :, :], axis=2)
-    lt = np.any(Y[:, None, :] < Y[None, :, :], axis=2)
-    return ~np.any(le & lt, axis=0)
 
 
 class ParEGO(CoreBase):
@@ -196,13 +189,13 @@ class ParEGO(CoreBase):
     def pareto_front(self) -> np.ndarray:
         """The non-dominated told objective vectors."""
         Y = self.values
-        return Y[non_dominated_mask(Y)] if len(Y) else Y
+        return Y[pareto_mask(Y)] if len(Y) else Y
 
     def pareto_configs(self) -> list[dict[str, Any]]:
         """The configurations whose objective vectors are non-dominated."""
         if not self._Y:
             return []
-        return [dict(c) for c, keep in zip(self._configs, non_dominated_mask(self.values)) if keep]
+        return [dict(c) for c, keep in zip(self._configs, pareto_mask(self.values)) if keep]
 
     # ------------------------------------------------------------------ state
     def _settings(self) -> dict[str, Any]:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from raytune_fed.errors import SplitError
-from raytune_fed.simulation._splits import _as_labels, _as_rng, _check_share
+from raytune_fed._checks import check_share
+from raytune_fed.simulation._splits import _as_labels, _as_rng
 
 
 def make_pu(y, *, c: float, positive: int = 1, seed) -> np.ndarray:
@@ -20,7 +21,7 @@ def make_pu(y, *, c: float, positive: int = 1, seed) -> np.ndarray:
     ``positive`` in ``y`` this is impossible and :class:`SplitError` is raised.
     """
     labels = _as_labels(y)
-    c = _check_share(c, "c", 0.0, 1.0, low_open=True)
+    c = check_share("c", c, 0.0, 1.0, low_open=True)
     rng = _as_rng(seed)
     positives = np.flatnonzero(labels == positive)
     if positives.size == 0:

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from raytune_fed.errors import ConfigError, SplitError
-from raytune_fed.simulation._splits import _as_labels, _as_rng, _check_int, _check_share
+from raytune_fed._checks import check_int, check_share
+from raytune_fed.simulation._splits import _as_labels, _as_rng
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ def role_assignments(n_sites: int) -> list[Roles]:
 
     Needs ``n_sites >= 3`` so that each scenario has at least one curator.
     """
-    n_sites = _check_int(n_sites, "n_sites", 3)
+    n_sites = check_int("n_sites", n_sites, 3)
     out = []
     for openbox in range(n_sites):
         for lockbox in range(n_sites):
@@ -59,7 +60,7 @@ def inbag_outbag(y, *, inbag_fraction: float = 0.8, seed) -> tuple[np.ndarray, n
     raises :class:`SplitError`.  Both returned index arrays are sorted (int64).
     """
     labels = _as_labels(y)
-    inbag_fraction = _check_share(inbag_fraction, "inbag_fraction", 0.0, 1.0, low_open=True)
+    inbag_fraction = check_share("inbag_fraction", inbag_fraction, 0.0, 1.0, low_open=True)
     if inbag_fraction >= 1.0:
         raise ConfigError(f"inbag_fraction must be in (0, 1), got {inbag_fraction!r}")
     rng = _as_rng(seed)

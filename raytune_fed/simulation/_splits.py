@@ -37,6 +37,7 @@ from typing import Sequence
 
 import numpy as np
 
+from raytune_fed._checks import check_int, check_share
 from raytune_fed.errors import ConfigError, SplitError
 
 SPLIT_METHODS = ("natural", "srs", "drc")
@@ -73,23 +74,6 @@ def _as_labels(y, name: str = "y") -> np.ndarray:
     if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
         return arr.astype(np.int64)
     raise ConfigError(f"{name} must hold integer class codes, got dtype {arr.dtype}")
-
-
-def _check_int(value, name: str, low: int) -> int:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, (bool, np.bool_)) or value < low:
-        raise ConfigError(f"{name} must be an int >= {low}, got {value!r}")
-    return int(value)
-
-
-def _check_share(value, name: str, low: float, high: float, low_open: bool) -> float:
-    ok = isinstance(value, (int, float, np.number)) and not isinstance(value, (bool, np.bool_))
-    if ok:
-        value = float(value)
-        ok = math.isfinite(value) and (value > low if low_open else value >= low) and value <= high
-    if not ok:
-        bracket = "(" if low_open else "["
-        raise ConfigError(f"{name} must be in {bracket}{low:g}, {high:g}], got {value!r}")
-    return value
 
 
 # ---------------------------------------------------------------- the result record
@@ -159,7 +143,7 @@ def check_sites(y, site_of_row, min_per_class: int = _MIN_PER_CLASS, *,
     codes = np.asarray(site_of_row, dtype=np.int64)
     if codes.shape != labels.shape:
         raise ConfigError(f"site_of_row has shape {codes.shape} but y has shape {labels.shape}")
-    min_per_class = _check_int(min_per_class, "min_per_class", 0)
+    min_per_class = check_int("min_per_class", min_per_class, 0)
     n_sites = len(site_names) if site_names is not None else int(codes.max()) + 1
     classes, class_idx = np.unique(labels, return_inverse=True)
     counts = np.zeros((n_sites, classes.size), dtype=np.int64)
@@ -193,7 +177,7 @@ def split_sites(X, y, *, method: str, n_sites: int = 5, sites: np.ndarray | None
     if data.ndim != 2 or data.shape[0] != labels.shape[0]:
         raise ConfigError(f"X must be 2-D with one row per label: X has shape {data.shape}, "
                           f"y has {labels.shape[0]} rows")
-    pca_variance = _check_share(pca_variance, "pca_variance", 0.0, 1.0, low_open=True)
+    pca_variance = check_share("pca_variance", pca_variance, 0.0, 1.0, low_open=True)
     rng = _as_rng(seed)
 
     if method == "natural":
@@ -203,8 +187,8 @@ def split_sites(X, y, *, method: str, n_sites: int = 5, sites: np.ndarray | None
     else:
         if sites is not None:
             raise ConfigError(f"sites is only used by method 'natural', not {method!r}")
-        n_sites = _check_int(n_sites, "n_sites", 2)
-        min_share = _check_share(min_share, "min_share", 0.0, 1.0 / n_sites, low_open=False)
+        n_sites = check_int("n_sites", n_sites, 2)
+        min_share = check_share("min_share", min_share, 0.0, 1.0 / n_sites, low_open=False)
         names = _default_names(site_names, n_sites)
         _check_class_sizes(labels, n_sites, method)
         if method == "srs":

@@ -13,7 +13,8 @@ from typing import Sequence
 import numpy as np
 
 from raytune_fed.errors import ConfigError
-from raytune_fed.simulation._splits import _as_rng, _check_int
+from raytune_fed._checks import check_int
+from raytune_fed.simulation._splits import _as_rng
 
 
 def vertical_partition(n_features: int, n_parties: int, *, active_features: int | None = None,
@@ -27,8 +28,8 @@ def vertical_partition(n_features: int, n_parties: int, *, active_features: int 
     sorted.  With ``feature_names`` (one name per column) the blocks hold names instead
     of column indices.  ``seed`` is required with ``shuffle=True`` and not used otherwise.
     """
-    n_features = _check_int(n_features, "n_features", 2)
-    n_parties = _check_int(n_parties, "n_parties", 2)
+    n_features = check_int("n_features", n_features, 2)
+    n_parties = check_int("n_parties", n_parties, 2)
     if n_parties > n_features:
         raise ConfigError(f"n_parties must be <= n_features ({n_features}) so every party "
                           f"gets a feature, got n_parties={n_parties}")
