@@ -165,3 +165,14 @@ def test_cli_bad_arguments_exit_2_with_one_line(argv, message, tmp_path, capsys)
     assert code == 2
     assert err.startswith("raytune-fed: error:") and message in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "results.parquet").exists()
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"threshold": -0.1}, r"Thresholdout threshold must be a finite number >= 0.0, got -0.1"),
+    ({"sigma": float("nan")}, r"Thresholdout sigma must be a finite number >= 0.0, got nan"),
+    ({"budget": -1}, r"Thresholdout budget must be an integer >= 0, got -1"),
+    ({"budget": True}, r"Thresholdout budget must be an integer >= 0, got True"),
+])
+def test_bad_thresholdout_parameters(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        Thresholdout(**kwargs)
