@@ -48,7 +48,7 @@ from sklearn.linear_model import LogisticRegression  # noqa: E402
 from sklearn.pipeline import Pipeline  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
 
-from raytune_fed.learners import LEARNERS, ElasticNetLogistic, cross_validate, stratified_folds, warm_up  # noqa: E402
+from raytune_fed.models import LEARNERS, ElasticNetLogistic, cross_validate, stratified_folds, warm_up  # noqa: E402
 
 LAMBDAS = (2.0 ** -10, 2.0 ** -5, 2.0 ** -2, 1.0, 2.0 ** 5)
 ALPHAS = (0.05, 0.5, 1.0)

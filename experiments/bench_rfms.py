@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from raytune_fed.rfms import RFMSSettings, run_grid
+from raytune_fed.workflows.rfms import RFMSSettings, run_grid
 from raytune_fed.runtime import connect
 
 

@@ -91,7 +91,7 @@ def _cmd_datasets(args: argparse.Namespace) -> None:
 
 
 def _cmd_rfms(args: argparse.Namespace, *, demo: bool = False) -> None:
-    from raytune_fed.rfms import RFMSSettings, format_summary, run_grid, summarize
+    from raytune_fed.workflows.rfms import RFMSSettings, format_summary, run_grid, summarize
 
     if demo:
         conf = dict(DEMO)
@@ -108,7 +108,7 @@ def _cmd_rfms(args: argparse.Namespace, *, demo: bool = False) -> None:
                      num_cpus=args.num_cpus)
     print(format_summary(summarize(frame)))
     if report:
-        from raytune_fed.rfms import write_report
+        from raytune_fed.workflows.rfms import write_report
 
         page = write_report(args.out, settings)
         print(f"report: {page}")
@@ -116,7 +116,7 @@ def _cmd_rfms(args: argparse.Namespace, *, demo: bool = False) -> None:
 
 
 def _cmd_report(args: argparse.Namespace) -> None:
-    from raytune_fed.rfms import write_report
+    from raytune_fed.workflows.rfms import write_report
 
     print(f"report: {write_report(args.dir)}")
 

@@ -1,8 +1,18 @@
-"""Shared fixtures: one small local Ray session for every test that needs Ray."""
+"""Shared fixtures: one small local Ray session for every test that needs Ray.
+
+Every test that uses the ``ray_session`` fixture is marked ``ray``, so
+``pytest -m "not ray"`` runs the pure tests alone.
+"""
 
 from __future__ import annotations
 
 import pytest
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "ray_session" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.ray)
 
 
 @pytest.fixture(scope="session")

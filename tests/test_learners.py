@@ -19,7 +19,7 @@ from sklearn.tree import DecisionTreeClassifier
 from sklearn.utils.estimator_checks import check_estimator
 
 from raytune_fed.errors import ConfigError, QueryRefusedError
-from raytune_fed.learners import (
+from raytune_fed.models import (
     ALLOWED_MODEL_TYPES,
     LEARNERS,
     ElasticNetLogistic,
@@ -27,7 +27,6 @@ from raytune_fed.learners import (
     cross_validate,
     cross_validated_error,
     get_learner,
-    misclassification,
 )
 
 
@@ -289,14 +288,6 @@ def test_check_allowed_model_refuses(make, message, data):
 def test_allowed_types_are_exactly_the_built_classes():
     assert set(ALLOWED_MODEL_TYPES) == {Pipeline, VarianceThreshold, StandardScaler, ElasticNetLogistic, SVC,
                                         RandomForestClassifier}
-
-
-def test_misclassification_is_the_error_rate():
-    class Constant:
-        def predict(self, X):
-            return np.ones(len(X), dtype=int)
-
-    assert misclassification(Constant(), np.zeros((4, 2)), [1, 0, 1, 1]) == 0.25
 
 
 # --------------------------------------------------------------------------- cross-validation

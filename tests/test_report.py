@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from raytune_fed.errors import ConfigError
-from raytune_fed.rfms._report import REQUIRED_COLUMNS, _embed_sites, _plot_winloss, build_report
+from raytune_fed.workflows.rfms._report import REQUIRED_COLUMNS, _embed_sites, _plot_winloss, build_report
 
 PAPER_ORDER = ["lso", "fso2", "fso5", "fso8", "fso_th", "fmo", "rand_mo"]
 LEARNERS = ["elastic_net", "svm"]

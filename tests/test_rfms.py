@@ -8,9 +8,10 @@ import pytest
 
 from raytune_fed.cli import main
 from raytune_fed.errors import ConfigError, DatasetError, SplitError
-from raytune_fed.rfms import (
-    METHODS, ExperimentSpec, RFMSSettings, Thresholdout, build_grid, get_methods, run_experiment, run_grid)
-from raytune_fed.sites import Curator, Lockbox, OpenBox, SiteClient
+from raytune_fed.workflows.rfms import (
+    METHODS, ExperimentSpec, RFMSSettings, build_grid, get_methods, run_experiment, run_grid)
+from raytune_fed.algorithms import Thresholdout
+from raytune_fed.federation import Curator, Lockbox, OpenBox, SiteClient
 
 TINY = dict(n_init=3, n_iter=2, n_folds=3)
 
@@ -119,7 +120,7 @@ def test_same_seed_same_numbers():
 
 
 def test_a_split_without_both_classes_fails_clearly(tmp_path):
-    from raytune_fed.rfms import plan_sites
+    from raytune_fed.workflows.rfms import plan_sites
 
     frame = pd.DataFrame({"x1": np.arange(40.0), "x2": np.arange(40.0) % 7, "label": [0, 1] * 20,
                           "site": ["a"] * 10 + ["b"] * 10 + ["c"] * 10 + ["d"] * 10})

@@ -13,9 +13,10 @@ import pytest
 
 from raytune_fed.errors import ConfigError
 from raytune_fed.metrics import pareto_mask
-from raytune_fed.search import Categorical, Float, GPMinimizer, Int, ParEGO, SearchSpace
-from raytune_fed.search._gp import fit_gp
-from raytune_fed.search.parego import (default_lattice_size, n_inner_lattice_rows,
+from raytune_fed.algorithms import GPMinimizer, ParEGO
+from raytune_fed.space import Categorical, Float, Int, SearchSpace
+from raytune_fed.algorithms._gp import fit_gp
+from raytune_fed.algorithms.parego import (default_lattice_size, n_inner_lattice_rows,
                                        normalize_objectives, sample_lattice_weights, spread_weights,
                                        tchebycheff)
 
@@ -165,7 +166,7 @@ _SUBPROCESS_SCRIPT = """
 import json, sys
 sys.path.insert(0, {tests!r})
 from test_search_core import BRANIN_SPACE, UNIT3, branin, zdt1, run_gp, run_parego
-from raytune_fed.search import GPMinimizer, ParEGO
+from raytune_fed.algorithms import GPMinimizer, ParEGO
 gp = run_gp(GPMinimizer(BRANIN_SPACE, n_initial_points=5, seed=11), branin, 8).configs
 pe = run_parego(ParEGO(UNIT3, 2, n_initial_points=5, seed=11), zdt1, 4, batch=2).configs
 print(json.dumps([gp, pe]))

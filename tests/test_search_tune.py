@@ -10,7 +10,8 @@ import pytest
 from ray import tune
 
 from raytune_fed.errors import ConfigError
-from raytune_fed.search import Categorical, Float, GPSearch, Int, ParEGOSearch, SearchSpace
+from raytune_fed.search import GPSearch, ParEGOSearch
+from raytune_fed.space import Categorical, Float, Int, SearchSpace
 from raytune_fed.search._tune import TuneSpace
 
 N_TRIALS = 10

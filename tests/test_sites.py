@@ -13,9 +13,9 @@ from sklearn.datasets import make_classification
 from sklearn.pipeline import Pipeline
 
 from raytune_fed.errors import BoundaryViolationError, BudgetExhaustedError, ConfigError, QueryRefusedError, SealedError
-from raytune_fed.learners import get_learner
+from raytune_fed.models import get_learner
 from raytune_fed.simulation import inbag_outbag
-from raytune_fed.sites import (
+from raytune_fed.federation import (
     RECORD_TYPES, Curator, FinalLosses, Lockbox, Loss, OpenBox, SiteClient, SiteHost, check_outgoing, final_all,
     query_all, remote_site)
 

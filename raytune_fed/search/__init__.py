@@ -1,21 +1,15 @@
-"""Search spaces and model-based search: ask/tell cores and their Ray Tune adapters.
+"""Ray Tune searchers: thin adapters around the ask/tell cores of :mod:`raytune_fed.algorithms`.
 
-``SearchSpace`` and the cores (``GPMinimizer``, ``ParEGO``) are plain numpy/scikit-learn
-code.  The Tune adapters (``GPSearch``, ``ParEGOSearch``) are loaded on first access, so
-``import raytune_fed.search`` does not import Ray.
+The adapters are loaded on first access, so ``import raytune_fed.search`` does not import Ray.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from raytune_fed.search.gp_bo import GPMinimizer
-from raytune_fed.search.parego import ParEGO
-from raytune_fed.search.space import Categorical, Float, Int, SearchSpace
-
 _LAZY = {"GPSearch", "ParEGOSearch"}
 
-__all__ = ["SearchSpace", "Float", "Int", "Categorical", "GPMinimizer", "ParEGO", "GPSearch", "ParEGOSearch"]
+__all__ = sorted(_LAZY)
 
 
 def __getattr__(name: str) -> Any:

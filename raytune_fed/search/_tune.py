@@ -40,9 +40,9 @@ from ray.tune.search.sample import Float as TuneFloat
 from ray.tune.search.variant_generator import parse_spec_vars
 
 from raytune_fed.errors import ConfigError
-from raytune_fed.search.gp_bo import GPMinimizer
-from raytune_fed.search.parego import ParEGO
-from raytune_fed.search.space import Categorical, Float, Int, SearchSpace
+from raytune_fed.algorithms.gp_bo import GPMinimizer
+from raytune_fed.algorithms.parego import ParEGO
+from raytune_fed.space import Categorical, Float, Int, SearchSpace
 
 logger = logging.getLogger(__name__)
 _MODES = ("min", "max")

@@ -21,8 +21,8 @@ import pandas as pd
 
 from raytune_fed._checks import check_int
 from raytune_fed.errors import ConfigError, RaytuneFedError
-from raytune_fed.rfms._methods import get_methods
-from raytune_fed.rfms._spec import ExperimentSpec, RFMSSettings
+from raytune_fed.workflows.rfms._methods import get_methods
+from raytune_fed.workflows.rfms._spec import ExperimentSpec, RFMSSettings
 from raytune_fed.store import ResultStore, write_atomic
 
 
@@ -61,7 +61,7 @@ def plan_sites(settings: RFMSSettings, *, n_sites: int = 5) -> SitePlan:
 def build_grid(settings: RFMSSettings, *, n_sites: int, learners: Sequence[str], reps: int,
                pairs: int | None = None, site_names: Sequence[str] = ()) -> list[ExperimentSpec]:
     """Every (openbox, lockbox) pair (or the first ``pairs``) x replications x learners."""
-    from raytune_fed.learners import get_learner
+    from raytune_fed.models import get_learner
     from raytune_fed.simulation import role_assignments
 
     get_methods(settings.methods)
@@ -93,23 +93,21 @@ def _spread(roles: list[Any], k: int) -> list[Any]:
     return out
 
 
-_COST = {"random_forest": 30.0, "elastic_net": 3.0, "svm": 1.0}  # rough relative unit cost (bench_learners)
-
-
 def _run_unit(spec: ExperimentSpec, X: np.ndarray, y: np.ndarray, curator_hosts: Sequence[Any],
               lockbox_host: Any) -> tuple[list[dict], dict]:
     """Body of one experiment unit, run inside a Ray task."""
     import ray
 
-    from raytune_fed.rfms._experiment import run_experiment
-    from raytune_fed.sites import OpenBox, SiteClient
+    from raytune_fed.workflows.rfms._experiment import run_experiment
+    from raytune_fed.federation import OpenBox, SiteClient
 
     started = time.time()
     s = spec.settings
-    if spec.learner == "elastic_net":  # compile the solver once per worker process, outside the timings
-        from raytune_fed.learners import warm_up
+    from raytune_fed.models import get_learner
 
-        warm_up()
+    learner = get_learner(spec.learner)
+    if learner.warm_up is not None:  # e.g. compile the solver once per worker process, outside the timings
+        learner.warm_up()
     warmup = time.time() - started
     seeds = spec.split_seed().spawn(max(len(spec.site_names), spec.openbox + 1, spec.lockbox + 1, *(
         c + 1 for c in spec.curators)))
@@ -139,8 +137,9 @@ def run_grid(settings: RFMSSettings, *, learners: Sequence[str], reps: int = 1, 
              out: str | Path, address: str | None = None, num_cpus: int | None = None,
              progress: Callable[[str], None] | None = print) -> pd.DataFrame:
     """Run (or resume) a grid; writes ``results.parquet`` and ``summary.json`` under ``out``."""
+    from raytune_fed.models import get_learner
     from raytune_fed.runtime import connect, site_placement
-    from raytune_fed.sites import SiteHost, remote_site
+    from raytune_fed.federation import SiteHost, remote_site
 
     say = progress or (lambda _msg: None)
     plan = plan_sites(settings)
@@ -149,7 +148,7 @@ def run_grid(settings: RFMSSettings, *, learners: Sequence[str], reps: int = 1, 
     out = Path(out)
     store = ResultStore(out)
     # longest first, so the last units on the cluster are short ones and cores idle less at the end
-    todo = sorted((s for s in specs if not store.has(s.config())), key=lambda s: -_COST.get(s.learner, 1))
+    todo = sorted((s for s in specs if not store.has(s.config())), key=lambda s: -get_learner(s.learner).relative_cost)
     say(f"rfms: {len(specs)} experiment units ({len(specs) - len(todo)} already done), "
         f"{len(plan.site_names)} sites, dataset {settings.dataset!r}, split {settings.split!r}")
     failures: list[str] = []
@@ -274,7 +273,7 @@ def write_report(out_dir: str | Path, settings: RFMSSettings | None = None) -> P
     The sites picture needs the dataset: it is re-split from ``settings``, or from the
     settings the grid stored with its rows.
     """
-    from raytune_fed.rfms._report import build_report
+    from raytune_fed.workflows.rfms._report import build_report
 
     path = Path(out_dir) / "results.parquet"
     frame = pd.read_parquet(path) if path.exists() else None

@@ -3,7 +3,7 @@
 ``GPMinimizer`` always *minimises*; a Tune adapter flips ``mode="max"`` at its boundary.
 The first proposals are ``points_to_evaluate`` and then a Latin-hypercube design; once
 ``n_initial_points`` results are in (or the design is used up), each proposal maximises
-expected improvement of the GP surrogate (see :mod:`raytune_fed.search._gp`).  Pending
+expected improvement of the GP surrogate (see :mod:`raytune_fed.algorithms._gp`).  Pending
 configurations enter the GP as a "constant liar" (their value is the current best), so
 concurrent asks differ.  No Ray import here.
 """
@@ -16,8 +16,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from raytune_fed.errors import ConfigError
-from raytune_fed.search._gp import CoreBase
-from raytune_fed.search.space import SearchSpace
+from raytune_fed.algorithms._gp import CoreBase
+from raytune_fed.space import SearchSpace
 
 
 class GPMinimizer(CoreBase):

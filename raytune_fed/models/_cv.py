@@ -30,8 +30,9 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
 from raytune_fed.errors import ConfigError, DatasetError
-from raytune_fed.learners._elasticnet import ElasticNetLogistic
-from raytune_fed.learners._registry import Learner, misclassification
+from raytune_fed.models._elasticnet import ElasticNetLogistic
+from raytune_fed.metrics.scorers import misclassification
+from raytune_fed.models._registry import Learner
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,7 @@ def cross_validate(learner_or_estimator: Learner | BaseEstimator, config: Mappin
             coef = np.zeros(X.shape[1])
             coef[_columns_kept(template, X[train])] = fitted.coef_[0]
             previous = (coef, fitted.intercept_)
-        errors.append(misclassification(model, X[test], y[test]))
+        errors.append(misclassification(y[test], model.predict(X[test])))
     return CVResult(error=float(np.mean(errors)), fold_errors=tuple(errors), n_folds=len(folds),
                     n_not_converged=n_not_converged)
 

@@ -30,8 +30,8 @@ import numpy as np
 
 from raytune_fed.errors import ConfigError
 from raytune_fed.metrics import pareto_mask
-from raytune_fed.search._gp import CoreBase, check_float, check_int
-from raytune_fed.search.space import SearchSpace
+from raytune_fed.algorithms._gp import CoreBase, check_float, check_int
+from raytune_fed.space import SearchSpace
 
 _DEFAULT_LATTICE = {2: 100000, 3: 450, 4: 75, 5: 37, 6: 23}
 
@@ -92,7 +92,7 @@ def tchebycheff(Y: np.ndarray, weights: np.ndarray, rho: float = 0.05) -> np.nda
 class ParEGO(CoreBase):
     """Ask/tell ParEGO over a :class:`SearchSpace` with ``n_objectives`` minimised objectives.
 
-    Parameters (besides those of :class:`~raytune_fed.search.gp_bo.GPMinimizer`)
+    Parameters (besides those of :class:`~raytune_fed.algorithms.gp_bo.GPMinimizer`)
     ----------
     n_objectives : number of objectives (>= 2).
     rho : augmentation factor of the Tchebycheff function (>= 0; Knowles' 0.05).

@@ -6,7 +6,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from raytune_fed.sites._roles import _check_xy
+from raytune_fed.federation._roles import _check_xy
+from raytune_fed.metrics.scorers import misclassification
 
 
 class OpenBox:
@@ -38,7 +39,7 @@ class OpenBox:
 
     def cv_error(self, learner: Any, config: Mapping[str, Any], *, n_folds: int = 10, seed: int = 0) -> float:
         """``n_folds``-fold CV misclassification of ``learner`` at ``config`` on the in-bag rows."""
-        from raytune_fed.learners import cross_validated_error
+        from raytune_fed.models import cross_validated_error
 
         return float(cross_validated_error(learner, config, self._X_in, self._y_in, n_folds=n_folds, seed=seed))
 
@@ -48,8 +49,8 @@ class OpenBox:
 
     def inbag_error(self, model: Any) -> float:
         """Resubstitution error on the in-bag rows the model was fitted on (Thresholdout's train value)."""
-        return float(np.mean(model.predict(self._X_in) != self._y_in))
+        return misclassification(self._y_in, model.predict(self._X_in))
 
     def outbag_error(self, model: Any) -> float:
         """Error on the held-back out-bag rows (post-hoc evaluation only)."""
-        return float(np.mean(model.predict(self._X_out) != self._y_out))
+        return misclassification(self._y_out, model.predict(self._X_out))

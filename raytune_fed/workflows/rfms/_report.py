@@ -18,7 +18,7 @@ import pandas as pd
 
 from raytune_fed.errors import ConfigError
 from raytune_fed.metrics import win_loss_matrix
-from raytune_fed.rfms._methods import METHODS
+from raytune_fed.workflows.rfms._methods import METHODS
 from raytune_fed.store import write_atomic
 
 REQUIRED_COLUMNS = ("dataset", "split", "learner", "method", "experiment", "hypervolume")

@@ -49,19 +49,29 @@ from sklearn.tree._tree import Tree
 from sklearn.utils.validation import check_is_fitted
 
 from raytune_fed.errors import ConfigError, DatasetError, QueryRefusedError
-from raytune_fed.learners._elasticnet import ElasticNetLogistic
-from raytune_fed.search.space import Float, Int, SearchSpace
+from raytune_fed.models._elasticnet import ElasticNetLogistic, warm_up
+from raytune_fed.space import Float, Int, SearchSpace
 
 StepMaker = Callable[[Mapping[str, Any], "int | None"], list]
 
 
 @dataclass(frozen=True)
 class Learner:
-    """A named learner: its search space and how a configuration becomes a pipeline."""
+    """A named learner: its search space, how a configuration becomes a pipeline, and
+    what the rest of the package derives from it.
+
+    ``step_types`` are the exact classes of the pipeline's steps (the site's admission
+    allow-list is their union over the registry); ``relative_cost`` orders a grid's cells
+    longest first; ``warm_up`` (optional) pays one-off per-process costs such as numba
+    compilation before a grid's timings start.
+    """
 
     name: str
     space: SearchSpace
     make_steps: StepMaker = field(repr=False, compare=False)
+    step_types: tuple[type, ...] = field(default=(), repr=False, compare=False)
+    relative_cost: float = 1.0
+    warm_up: Callable[[], None] | None = field(default=None, repr=False, compare=False)
 
     def build(self, config: Mapping[str, Any], *, seed: int | None = None) -> Pipeline:
         """An unfitted pipeline for ``config`` (checked against :attr:`space`).
@@ -98,16 +108,20 @@ LEARNERS: Mapping[str, Learner] = {
     learner.name: learner for learner in (
         Learner("elastic_net", SearchSpace((
             Float("alpha", 0.0, 1.0),
-            Float("lambda", 2.0 ** -10, 2.0 ** 10, log=True))), _elastic_net_steps),
+            Float("lambda", 2.0 ** -10, 2.0 ** 10, log=True))), _elastic_net_steps,
+            step_types=(VarianceThreshold, StandardScaler, ElasticNetLogistic), relative_cost=3.0,
+            warm_up=warm_up),
         Learner("svm", SearchSpace((
             Float("C", 2.0 ** -15, 2.0 ** 15, log=True),
-            Float("sigma", 2.0 ** -15, 2.0 ** 15, log=True))), _svm_steps),
+            Float("sigma", 2.0 ** -15, 2.0 ** 15, log=True))), _svm_steps,
+            step_types=(VarianceThreshold, StandardScaler, SVC), relative_cost=1.0),
         Learner("random_forest", SearchSpace((
             Int("num_trees", 100, 5000),
             Int("min_node_size", 1, 50),
-            Float("sample_fraction", 0.1, 1.0))), _random_forest_steps),
+            Float("sample_fraction", 0.1, 1.0))), _random_forest_steps,
+            step_types=(VarianceThreshold, RandomForestClassifier), relative_cost=30.0),
     )
-}
+}  # relative costs: experiments/bench_learners.py
 
 
 def get_learner(name: str) -> Learner:
@@ -121,8 +135,7 @@ def get_learner(name: str) -> Learner:
 # ---------------------------------------------------------------------------------------
 # The model gate
 
-_ALLOWED_STEP_TYPES: tuple[type, ...] = (
-    VarianceThreshold, StandardScaler, ElasticNetLogistic, SVC, RandomForestClassifier)
+_ALLOWED_STEP_TYPES: tuple[type, ...] = tuple(dict.fromkeys(t for lr in LEARNERS.values() for t in lr.step_types))
 ALLOWED_MODEL_TYPES: tuple[type, ...] = (Pipeline, *_ALLOWED_STEP_TYPES)
 # Objects a step may hold inside it: a forest's trees, their Cython tree structure, a
 # random state.  Exact types only, and estimators are inspected recursively.
@@ -203,13 +216,3 @@ def check_allowed_model(model: Any, *, n_features: int) -> None:
     received = getattr(steps[0][1], "n_features_in_", None)
     if received != n_features:
         raise _refuse(f"model expects {received} features, the data has {n_features}")
-
-
-def misclassification(model: Any, X, y) -> float:
-    """Mean misclassification error (mlr's ``mmce``) of ``model`` on ``(X, y)``."""
-    y = np.asarray(y)
-    if y.ndim != 1 or len(X) != y.shape[0]:
-        raise DatasetError(f"X has {len(X)} rows but y has shape {y.shape}")
-    if y.shape[0] == 0:
-        raise DatasetError("cannot compute a misclassification rate on 0 rows")
-    return float(np.mean(model.predict(X) != y))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from raytune_fed.sites._records import FinalLosses, Ledger, Loss, SiteStatus
+from raytune_fed.federation._records import FinalLosses, Ledger, Loss, SiteStatus
 
 
 class SiteClient:

@@ -1,7 +1,7 @@
 """One RFMS experiment: every method on one role assignment, replication and learner.
 
-The analyst's process holds the :class:`~raytune_fed.sites.OpenBox` and reaches the
-curators and the lockbox only through :class:`~raytune_fed.sites.SiteClient` handles.
+The analyst's process holds the :class:`~raytune_fed.federation.OpenBox` and reaches the
+curators and the lockbox only through :class:`~raytune_fed.federation.SiteClient` handles.
 Evaluations are cached per configuration, so methods that share the initial design pay
 for it once, and a method that never looks at the remote objective (``lso``) never
 queries a curator.  No Ray import: the grid runner decides where this runs.
@@ -17,10 +17,10 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from raytune_fed.metrics import hypervolume, pareto_mask
-from raytune_fed.rfms._methods import Method, get_methods
-from raytune_fed.rfms._spec import ExperimentSpec
-from raytune_fed.rfms._thresholdout import Thresholdout
-from raytune_fed.sites import OpenBox, SiteClient, final_all, query_all
+from raytune_fed.workflows.rfms._methods import Method, get_methods
+from raytune_fed.workflows.rfms._spec import ExperimentSpec
+from raytune_fed.algorithms.thresholdout import Thresholdout
+from raytune_fed.federation import OpenBox, SiteClient, final_all, query_all
 
 REFERENCE_POINT = (1.0, 1.0, 1.0)
 
@@ -122,7 +122,7 @@ class MethodRun:
 
 def _run_method(method: Method, ev: Evaluator, space: Any, design: list[dict], n_iter: int,
                  seed: np.random.SeedSequence, thresholdout_budget: int | None, t: Timing) -> MethodRun:
-    from raytune_fed.search import GPMinimizer, ParEGO
+    from raytune_fed.algorithms import GPMinimizer, ParEGO
 
     run = MethodRun(method)
     start = time.perf_counter()
@@ -188,7 +188,7 @@ def _select(method: Method, history: list[dict[str, Any]]) -> list[dict[str, Any
 def run_experiment(spec: ExperimentSpec, openbox: OpenBox, curators: Sequence[SiteClient], lockbox: SiteClient,
                    *, progress: Callable[[str], None] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Run every method of ``spec``; returns one row per method and the experiment's timing."""
-    from raytune_fed.learners import get_learner
+    from raytune_fed.models import get_learner
 
     s = spec.settings
     methods = get_methods(s.methods)

@@ -35,7 +35,7 @@ from threadpoolctl import threadpool_limits
 
 from raytune_fed._checks import check_float, check_int
 from raytune_fed.errors import ConfigError
-from raytune_fed.search.space import SearchSpace
+from raytune_fed.space import SearchSpace
 
 STATE_VERSION = 1
 _FIXED_NUGGET = 1e-6  # relative to unit outcome variance; RFMS used a 1e-6 nugget

@@ -9,7 +9,7 @@ Both hold their rows privately and answer only through records (``_records``):
 * a **lockbox** answers exactly once, for the final models, on all its rows.
 
 Whether a submitted object counts as "a fitted model of an allowed type" is decided by an
-admission function (by default :func:`raytune_fed.learners.check_allowed_model`).
+admission function (by default :func:`raytune_fed.models.check_allowed_model`).
 """
 
 from __future__ import annotations
@@ -21,15 +21,16 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from raytune_fed.metrics.scorers import misclassification
 from raytune_fed.errors import BudgetExhaustedError, ConfigError, QueryRefusedError, SealedError
-from raytune_fed.sites._records import (
+from raytune_fed.federation._records import (
     MAX_MODELS_PER_FINAL, FinalLosses, Ledger, LedgerEntry, Loss, SiteStatus, check_outgoing)
 
 Admit = Callable[..., None]
 
 
 def _default_admit(model: Any, *, n_features: int) -> None:
-    from raytune_fed.learners import check_allowed_model
+    from raytune_fed.models import check_allowed_model
 
     check_allowed_model(model, n_features=n_features)
 
@@ -63,7 +64,7 @@ class _Role:
             pred = model.predict(X)
         except Exception as exc:  # a model that cannot predict here is refused, not a crash
             raise QueryRefusedError(f"site {self.name!r}: the submitted model failed to predict: {exc}") from exc
-        return float(np.mean(np.asarray(pred) != y))
+        return misclassification(y, np.asarray(pred))
 
     def _final(self, models: Sequence[Any], X: np.ndarray, y: np.ndarray) -> FinalLosses:
         if self._sealed:

@@ -6,15 +6,14 @@ gate a curator applies to a received model; :func:`cross_validated_error` is the
 open-box objective.
 """
 
-from raytune_fed.learners._cv import CVResult, cross_validate, cross_validated_error, stratified_folds
-from raytune_fed.learners._elasticnet import ElasticNetLogistic, warm_up
-from raytune_fed.learners._registry import (
+from raytune_fed.models._cv import CVResult, cross_validate, cross_validated_error, stratified_folds
+from raytune_fed.models._elasticnet import ElasticNetLogistic, warm_up
+from raytune_fed.models._registry import (
     ALLOWED_MODEL_TYPES,
     LEARNERS,
     Learner,
     check_allowed_model,
     get_learner,
-    misclassification,
 )
 
 __all__ = [
@@ -27,7 +26,6 @@ __all__ = [
     "cross_validate",
     "cross_validated_error",
     "get_learner",
-    "misclassification",
     "stratified_folds",
     "warm_up",
 ]

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from raytune_fed.errors import ConfigError, QueryRefusedError
-from raytune_fed.sites._records import FinalLosses, Ledger, Loss, SiteStatus
-from raytune_fed.sites._roles import Admit, Curator, Lockbox, _check_xy
+from raytune_fed.federation._records import FinalLosses, Ledger, Loss, SiteStatus
+from raytune_fed.federation._roles import Admit, Curator, Lockbox, _check_xy
 
 ROLES = ("curator", "lockbox")
 
