@@ -1,0 +1,5 @@
+import sys
+
+from raytune_fed.cli import main
+
+sys.exit(main())
