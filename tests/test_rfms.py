@@ -57,10 +57,15 @@ def test_thresholdout_answers_train_or_noisy_holdout_and_counts_budget():
     ({"n_folds": 1}, "n_folds must be an integer >= 2"),
     ({"inbag_fraction": 1.0}, "inbag_fraction"),
     ({"pca_variance": 0.0}, "pca_variance"),
+    ({"thresholdout_budget": -1}, r"thresholdout_budget must be an integer >= 0, got -1"),
+    ({"seed": -3}, r"seed must be an integer >= 0, got -3"),
+    ({"split": "random"}, r"split must be one of \['natural', 'srs', 'drc'\], got 'random'"),
+    ({"methods": ("fmo", "fmo")}, "method 'fmo' is listed twice"),
+    ({"dataset": ""}, "dataset must be a non-empty name or path"),
 ])
 def test_bad_settings(kwargs, message):
     with pytest.raises(ConfigError, match=message):
-        RFMSSettings(dataset="geo5_sim", **kwargs)
+        RFMSSettings(**{"dataset": "geo5_sim", **kwargs})
 
 
 def test_grid_is_the_product_of_pairs_reps_learners():
@@ -69,6 +74,35 @@ def test_grid_is_the_product_of_pairs_reps_learners():
     assert len(grid) == 600 and len({g.key for g in grid}) == 600
     small = build_grid(s, n_sites=5, learners=["svm"], n_reps=1, n_pairs=3)
     assert len({g.openbox for g in small}) == 3  # small runs vary the openbox first
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"learners": ["xgb"]}, "unknown learner 'xgb'"),
+    ({"learners": ["svm", "svm"]}, "learners lists 'svm' twice"),
+    ({"learners": []}, "learners must list at least one item"),
+    ({"n_reps": 0}, r"n_reps must be an integer >= 1, got 0"),
+    ({"n_pairs": 21}, r"n_pairs must be an integer in \[1, 20\], got 21"),
+    ({"n_reps": 2 ** 31}, r"the grid would have 42,949,672,960 cells \(20 openbox/lockbox pairs x 2147483648 "
+                          r"replications x 1 learners\); at most 100,000 cells"),
+])
+def test_bad_grids_are_refused_before_any_cell_is_built(kwargs, message):
+    arguments = {"learners": ["svm"], "n_reps": 1, **kwargs}
+    with pytest.raises(ConfigError, match=message):
+        build_grid(RFMSSettings(dataset="geo5_sim"), n_sites=5, **arguments)
+
+
+def test_cell_seeds_come_from_its_coordinates():
+    from raytune_fed.random import derive
+
+    s = RFMSSettings(dataset="geo5_sim", seed=4)
+    svm, net = (ExperimentSpec(s, 0, 1, (2, 3, 4), 2, learner) for learner in ("svm", "elastic_net"))
+    other_rep = ExperimentSpec(s, 0, 1, (2, 3, 4), 3, "svm")
+    state = lambda seq: seq.generate_state(4).tolist()  # noqa: E731
+    assert state(svm.split_seed()) == state(net.split_seed()) == state(derive(4, "split", 0, 1, 2))
+    assert state(svm.split_seed()) != state(other_rep.split_seed())
+    assert state(svm.search_seed()) == state(derive(4, 0, 1, 2, "svm", "search"))
+    assert state(svm.search_seed()) != state(net.search_seed())
+    assert svm.cost < net.cost and svm.demand.site == "site0" and svm.label == "svm openbox=site0 lockbox=site1 rep=2"
 
 
 def _local_experiment(methods, seed=0):

@@ -66,7 +66,7 @@ def build_report(out_dir: str | Path, *, frame: pd.DataFrame | None = None,
                             .reindex(columns=methods)).loc[methods, methods] if len(methods) > 1 else None)
     figures = {"hypervolume": lambda: _plot_hypervolume(plt, frame, methods, learners, colours, title)}
     if wins is not None:
-        figures["winloss"] = lambda: _plot_winloss(plt, wins, n_experiments)
+        figures["winloss"] = lambda: win_loss_figure(wins, n_experiments)
     if all(c in frame.columns for c in _FRONT_COLUMNS):
         figures["front"] = lambda: _plot_front(plt, frame, methods, learners, colours)
     if embedding is not None:
@@ -195,8 +195,13 @@ def _plot_hypervolume(plt: Any, frame: pd.DataFrame, methods: list[str], learner
     return fig
 
 
-def _plot_winloss(plt: Any, wins: pd.DataFrame, n_experiments: int) -> Any:
-    """Heatmap with winners on the horizontal axis and losers on the vertical one (paper fig. 4)."""
+def win_loss_figure(wins: pd.DataFrame, n_experiments: int) -> Any:
+    """Heatmap of a win/loss matrix (winners as rows) with winners on the horizontal axis and
+    losers on the vertical one, as paper figure 4; the caller closes the figure."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     names = list(wins.index)
     grid = wins.to_numpy(float).T.copy()  # grid[loser, winner]
     np.fill_diagonal(grid, np.nan)

@@ -9,6 +9,7 @@ import numpy as np
 from raytune_fed._checks import check_choice, check_int, check_share
 from raytune_fed.errors import ConfigError
 from raytune_fed.grid import Cell, Demand
+from raytune_fed.random import derive
 from raytune_fed.simulation import SPLIT_METHODS
 from raytune_fed.workflows.rfms._methods import get_methods
 
@@ -96,9 +97,8 @@ class ExperimentSpec(Cell):
 
     def split_seed(self) -> np.random.SeedSequence:
         """Seeds of the in-bag splits: shared by all learners of the same role assignment and replication."""
-        return np.random.SeedSequence([self.settings.seed, 1, self.openbox, self.lockbox, self.replication])
+        return derive(self.settings.seed, "split", self.openbox, self.lockbox, self.replication)
 
     def search_seed(self) -> np.random.SeedSequence:
-        learner_code = sum(ord(ch) * 31 ** i for i, ch in enumerate(self.learner)) % (2 ** 31)
-        return np.random.SeedSequence([self.settings.seed, 2, self.openbox, self.lockbox, self.replication,
-                                       learner_code])
+        """The stream of the experiment's design, cross-validation folds, fits and methods."""
+        return self.seed("search")
