@@ -1,7 +1,13 @@
-"""Search algorithm cores: plain numpy / scikit-learn code driven through ask/tell (no Ray)."""
+"""Search algorithm cores: plain numpy / scikit-learn code driven through ask/tell (no Ray).
 
+:class:`SearchCore` (``base``) is the protocol every core follows; :class:`GPSettings`
+configures the GP-based cores (:class:`GPMinimizer`, :class:`ParEGO`).
+"""
+
+from raytune_fed.algorithms.base import SearchCore
+from raytune_fed.algorithms.gp import GPSettings
 from raytune_fed.algorithms.gp_bo import GPMinimizer
 from raytune_fed.algorithms.parego import ParEGO
 from raytune_fed.algorithms.thresholdout import Thresholdout
 
-__all__ = ["GPMinimizer", "ParEGO", "Thresholdout"]
+__all__ = ["GPMinimizer", "GPSettings", "ParEGO", "SearchCore", "Thresholdout"]

@@ -28,9 +28,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from raytune_fed._checks import check_float, check_int
+from raytune_fed.algorithms._acquisition import propose_config, random_config
+from raytune_fed.algorithms.base import Config, SearchCore
+from raytune_fed.algorithms.gp import GPSettings, check_gp_settings
 from raytune_fed.errors import ConfigError
-from raytune_fed.metrics import pareto_mask
-from raytune_fed.algorithms._gp import CoreBase, check_float, check_int
+from raytune_fed.random import Seed
 from raytune_fed.space import SearchSpace
 
 _DEFAULT_LATTICE = {2: 100000, 3: 450, 4: 75, 5: 37, 6: 23}
@@ -89,10 +92,10 @@ def tchebycheff(Y: np.ndarray, weights: np.ndarray, rho: float = 0.05) -> np.nda
     return wy.max(axis=1) + rho * wy.sum(axis=1)
 
 
-class ParEGO(CoreBase):
+class ParEGO(SearchCore):
     """Ask/tell ParEGO over a :class:`SearchSpace` with ``n_objectives`` minimised objectives.
 
-    Parameters (besides those of :class:`~raytune_fed.algorithms.gp_bo.GPMinimizer`)
+    Parameters (besides those of :class:`~raytune_fed.algorithms.GPMinimizer`)
     ----------
     n_objectives : number of objectives (>= 2).
     rho : augmentation factor of the Tchebycheff function (>= 0; Knowles' 0.05).
@@ -100,56 +103,49 @@ class ParEGO(CoreBase):
     sample_more_weights : oversampling factor for spreading a batch of ``n > 1`` weights.
 
     ``n_inner_lattice_rows`` caps a batch's distinct weights; beyond it weights repeat and
-    only the constant liar keeps the points apart.
+    only the constant liar keeps the points apart.  ``last_weights_`` holds the weight
+    vectors of the latest model-based batch (for inspection; not part of the state).
     """
 
-    def __init__(self, space: SearchSpace, n_objectives: int, *, n_initial_points: int = 20,
-                 points_to_evaluate: Sequence[Mapping[str, Any]] | None = None, seed: int | None = None,
-                 rho: float = 0.05, lattice_size: int | None = None, sample_more_weights: int = 5,
-                 noise: bool = True, xi: float = 0.0, n_restarts: int = 2) -> None:
-        opts = self.validate_options(n_objectives=n_objectives, rho=rho, lattice_size=lattice_size,
-                                     sample_more_weights=sample_more_weights, n_initial_points=n_initial_points,
-                                     seed=seed, noise=noise, xi=xi, n_restarts=n_restarts)
-        self.n_objectives, self.rho = opts["n_objectives"], opts["rho"]
-        self.lattice_size, self.sample_more_weights = opts["lattice_size"], opts["sample_more_weights"]
-        super().__init__(space, n_initial_points=n_initial_points, points_to_evaluate=points_to_evaluate,
-                         seed=seed, noise=noise, xi=xi, n_restarts=n_restarts)
-        self._Y: list[list[float]] = []
+    objectives_range = (2, None)
+
+    def __init__(self, space: SearchSpace, n_objectives: int, *, seed: Seed, n_initial_points: int = 20,
+                 points_to_evaluate: Sequence[Mapping[str, Any]] = (), rho: float = 0.05,
+                 lattice_size: int | None = None, sample_more_weights: int = 5, gp: GPSettings = GPSettings()) -> None:
+        opts = self.check_options(n_objectives=n_objectives, rho=rho, lattice_size=lattice_size,
+                                  sample_more_weights=sample_more_weights)
+        self.rho, self.lattice_size = opts["rho"], opts["lattice_size"]
+        self.sample_more_weights = opts["sample_more_weights"]
+        self.gp = check_gp_settings(gp)
+        super().__init__(space, seed=seed, n_objectives=opts["n_objectives"],
+                         n_initial_points=check_int("n_initial_points", n_initial_points, 1),
+                         points_to_evaluate=points_to_evaluate)
         self.last_weights_: np.ndarray = np.empty((0, self.n_objectives))
 
-    @classmethod
-    def validate_options(cls, *, n_objectives: int, rho: float = 0.05, lattice_size: int | None = None,
-                         sample_more_weights: int = 5, **options: Any) -> dict[str, Any]:
-        """Check the settings (not the space) and return them normalised; raises ConfigError."""
+    @staticmethod
+    def check_options(*, n_objectives: int, rho: float = 0.05, lattice_size: int | None = None,
+                      sample_more_weights: int = 5) -> dict[str, Any]:
+        """ParEGO's own settings checked and normalised (the Tune adapter checks early with it)."""
         k = check_int("n_objectives", n_objectives, 2)
-        return {**super().validate_options(**options), "n_objectives": k, "rho": check_float("rho", rho, 0.0),
+        return {"n_objectives": k, "rho": check_float("rho", rho, 0.0),
                 "lattice_size": default_lattice_size(k) if lattice_size is None
                 else check_int("lattice_size", lattice_size, 2),
                 "sample_more_weights": check_int("sample_more_weights", sample_more_weights, 1)}
 
-    # ------------------------------------------------------------------ ask / tell
-    def ask(self, n: int = 1, pending: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
-        """``n`` configurations to evaluate next, given configurations still being evaluated."""
-        n = check_int("n", n, 1)
-        pending = self._check_pending(pending)
-        out: list[dict[str, Any]] = []
-        while len(out) < n:
-            initial = self._pop_initial()
-            if initial is None:
-                break
-            out.append(initial)
-        n_model = n - len(out)
-        if n_model == 0:
-            return out
+    def _propose(self, n: int, pending: list[Config]) -> list[Config]:
         if self.n_told < 2:
-            while len(out) < n:
-                out.append(self._random(self._configs + pending + out))
+            out: list[Config] = []
+            for _ in range(n):
+                out.append(random_config(self.space, self._configs + pending + out, self._rng))
             return out
-        weights = self.draw_weights(n_model)
+        weights = self.draw_weights(n)
         self.last_weights_ = weights
-        Y = normalize_objectives(np.asarray(self._Y))
+        X = self.space.to_unit(self._configs)
+        Y = normalize_objectives(self._Y)
+        out = []
         for w in weights:
-            out.append(self._propose(self._configs, tchebycheff(Y, w, self.rho), pending + out))
+            out.append(propose_config(self.space, X, tchebycheff(Y, w, self.rho), pending + out, rng=self._rng,
+                                      settings=self.gp))
         return out
 
     def draw_weights(self, n: int) -> np.ndarray:
@@ -161,60 +157,6 @@ class ParEGO(CoreBase):
                            n_distinct)
         return np.resize(w, (n, self.n_objectives))
 
-    def tell(self, config: Mapping[str, Any], values: Sequence[float]) -> None:
-        """Record the objective values (all minimised) of ``config``."""
-        c = self._check_config(config)
-        try:
-            v = [float(x) for x in values]
-        except (TypeError, ValueError):
-            raise ConfigError(f"values must be a sequence of {self.n_objectives} numbers, got {values!r}") from None
-        if len(v) != self.n_objectives:
-            raise ConfigError(f"expected {self.n_objectives} objective values, got {len(v)}: {values!r}")
-        if not all(math.isfinite(x) for x in v):
-            raise ConfigError(f"objective values must be finite, got {values!r} for {c!r}")
-        self._configs.append(c)
-        self._Y.append(v)
-
-    # ------------------------------------------------------------------ results
-    @property
-    def values(self) -> np.ndarray:
-        """Told objective vectors, ``(n_told, n_objectives)``."""
-        return np.asarray(self._Y, dtype=float).reshape(-1, self.n_objectives)
-
-    @property
-    def configs(self) -> list[dict[str, Any]]:
-        """Told configurations, in telling order."""
-        return [dict(c) for c in self._configs]
-
-    def pareto_front(self) -> np.ndarray:
-        """The non-dominated told objective vectors."""
-        Y = self.values
-        return Y[pareto_mask(Y)] if len(Y) else Y
-
-    def pareto_configs(self) -> list[dict[str, Any]]:
-        """The configurations whose objective vectors are non-dominated."""
-        if not self._Y:
-            return []
-        return [dict(c) for c, keep in zip(self._configs, pareto_mask(self.values)) if keep]
-
-    # ------------------------------------------------------------------ state
     def _settings(self) -> dict[str, Any]:
-        return {**super()._settings(), "n_objectives": self.n_objectives, "rho": self.rho,
-                "lattice_size": self.lattice_size, "sample_more_weights": self.sample_more_weights}
-
-    def get_state(self) -> dict[str, Any]:
-        """Explicit, versioned, JSON-friendly state (observations, design queue, rng)."""
-        return {**self._base_state(), "values": [list(v) for v in self._Y]}
-
-    def set_state(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`get_state`'s output; settings in the state win over the constructor's."""
-        if int(state.get("settings", {}).get("n_objectives", -1)) != self.n_objectives:
-            raise ConfigError(f"state has n_objectives={state.get('settings', {}).get('n_objectives')!r}, "
-                              f"this core has {self.n_objectives}")
-        self._set_base_state(state)
-        s = state["settings"]
-        self.rho, self.lattice_size = float(s["rho"]), int(s["lattice_size"])
-        self.sample_more_weights = int(s["sample_more_weights"])
-        self._Y = [[float(x) for x in v] for v in state["values"]]
-        if len(self._Y) != len(self._configs):
-            raise ConfigError(f"state has {len(self._configs)} configurations but {len(self._Y)} value rows")
+        return {**super()._settings(), "rho": self.rho, "lattice_size": self.lattice_size,
+                "sample_more_weights": self.sample_more_weights, "gp": self.gp.to_dict()}

@@ -1,24 +1,27 @@
 """Ray Tune searchers: thin adapters around the ask/tell cores of :mod:`raytune_fed.algorithms`.
 
-The adapters are loaded on first access, so ``import raytune_fed.search`` does not import Ray.
+:class:`CoreSearcher` is the adapter base a new searcher subclasses (it only builds its
+core); :class:`GPSearch` and :class:`ParEGOSearch` are built on it; :class:`TuneSpace`
+converts Tune domains to and from a :class:`~raytune_fed.space.SearchSpace`.  Everything
+is loaded on first access, so ``import raytune_fed.search`` does not import Ray.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
-_LAZY = {"GPSearch", "ParEGOSearch"}
+_LAZY = {"CoreSearcher": "_base", "GPSearch": "_searchers", "ParEGOSearch": "_searchers",
+         "TuneSpace": "_tune_space"}
 
 __all__ = sorted(_LAZY)
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        from raytune_fed.search import _tune
-
-        return getattr(_tune, name)
+        return getattr(importlib.import_module(f"raytune_fed.search.{_LAZY[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | _LAZY)
+    return sorted(set(globals()) | set(_LAZY))

@@ -148,26 +148,22 @@ def _run_method(method: Method, ev: Evaluator, space: Any, design: list[dict], n
             run.history.append({"config": c, "local": local, "remote": remote})
     else:
         seed_int = int(s_search.generate_state(1)[0])
-        if method.kind == "multi":
-            searcher: Any = ParEGO(space, 2, n_initial_points=len(design), points_to_evaluate=list(design),
-                                   seed=seed_int)
-        else:
-            searcher = GPMinimizer(space, n_initial_points=len(design), points_to_evaluate=list(design),
-                                   seed=seed_int)
+        common = dict(seed=seed_int, n_initial_points=len(design), points_to_evaluate=list(design))
+        core = ParEGO(space, 2, **common) if method.kind == "multi" else GPMinimizer(space, **common)
         for _ in range(n_total):
             s0 = time.perf_counter()
-            c = searcher.ask(1)[0] if method.kind == "multi" else searcher.ask()
+            (c,) = core.ask(1)
             t.search += time.perf_counter() - s0
             local, remote, answer = observe(c)
             if method.kind == "multi":
-                value: Any = [local, remote]
+                row = [local, remote]
             else:
-                value = answer if answer is not None else method.scalar(local, remote)
+                row = [answer if answer is not None else method.scalar(local, remote)]
             s0 = time.perf_counter()
-            searcher.tell(c, value)
+            core.tell([c], [row])
             t.search += time.perf_counter() - s0
             run.history.append({"config": c, "local": local, "remote": remote,
-                                "value": value if method.kind != "multi" else None})
+                                "value": row[0] if method.kind != "multi" else None})
     run.selected = _select(method, run.history)
     run.budget_used = th.budget_used if th is not None else None
     run.seconds = time.perf_counter() - start
