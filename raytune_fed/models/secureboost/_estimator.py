@@ -187,8 +187,8 @@ class SecureBoostClassifier(ClassifierMixin, BaseEstimator):
                 out[key] = np.asarray(bits)[:, c]
         return out
 
-    def decision_function(self, X: Any, *, rows: Any = None) -> np.ndarray:
-        """Raw scores ``(n,)`` (binary) or ``(n, n_classes)``; ``rows`` for remote passive parties."""
+    def apply(self, X: Any, *, rows: Any = None) -> np.ndarray:
+        """Leaf node of every row in every tree, ``(n_rows, n_trees)``; ``rows`` for remote passive parties."""
         check_is_fitted(self, "trees_")
         X = validate_data(self, X, dtype=np.float64, reset=False)
         remote = self.passive_features_ is None
@@ -197,9 +197,14 @@ class SecureBoostClassifier(ClassifierMixin, BaseEstimator):
         X_active = X if remote else X[:, self.active_features_]
         bins = apply_bins(X_active, self.active_edges_)
         passive_left = self._passive_bits(self.trees_, None if rows is None else np.asarray(rows), remote, X)
-        raw = np.tile(self.init_score_, (X.shape[0], 1))
-        for tree in self.trees_:
-            raw[:, tree.output] += tree.value[tree.apply(bins, self.n_bins, passive_left)]
+        return np.column_stack([t.apply(bins, self.n_bins, passive_left) for t in self.trees_])
+
+    def decision_function(self, X: Any, *, rows: Any = None) -> np.ndarray:
+        """Raw scores ``(n,)`` (binary) or ``(n, n_classes)``; ``rows`` for remote passive parties."""
+        leaves = self.apply(X, rows=rows)
+        raw = np.tile(self.init_score_, (leaves.shape[0], 1))
+        for c, tree in enumerate(self.trees_):
+            raw[:, tree.output] += tree.value[leaves[:, c]]
         return raw[:, 0] if self.n_outputs_ == 1 else raw
 
     def predict_proba(self, X: Any, *, rows: Any = None) -> np.ndarray:
