@@ -48,16 +48,29 @@ def connect(address: str | None = None, num_cpus: int | None = None, *, resource
     return ray
 
 
-def site_placement(site_name: str) -> dict[str, Any]:
-    """Actor options that pin a site's actor to nodes offering ``site:<name>``.
+def placement(kind: str, name: str) -> dict[str, Any]:
+    """Actor options that pin an actor to nodes offering the custom resource ``<kind>:<name>``.
 
-    On a cluster whose nodes declare a custom resource ``site:<name>`` the site's actor
-    (and so its data) lives there; where no node declares it, the actor may run anywhere
-    (a laptop or an unlabelled cluster).  Needs a connected session.
+    On a cluster whose nodes declare ``<kind>:<name>`` (``site:hospital1``,
+    ``party:bank``) the actor (and so its data) lives there; where no node declares it,
+    the actor may run anywhere (a laptop or an unlabelled cluster).  Needs a connected
+    session.
     """
     import ray
 
-    key = f"site:{site_name}"
+    if not isinstance(kind, str) or not kind or ":" in kind:
+        raise ConfigError(f"a placement kind must be a non-empty name without ':', got {kind!r}")
+    key = f"{kind}:{name}"
     if ray.cluster_resources().get(key, 0) > 0:
         return {"resources": {key: 0.001}}
     return {}
+
+
+def site_placement(site_name: str) -> dict[str, Any]:
+    """Actor options that pin a site's actor to nodes offering ``site:<name>`` (see :func:`placement`)."""
+    return placement("site", site_name)
+
+
+def party_placement(party_name: str) -> dict[str, Any]:
+    """Actor options that pin a vertical-learning party's actor to nodes offering ``party:<name>``."""
+    return placement("party", party_name)

@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 from sklearn.cluster import SpectralClustering
 
 from raytune_fed._checks import check_int
 from raytune_fed.errors import ConfigError
-from raytune_fed.models.secureboost import PassiveView
 from raytune_fed.random import Seed, as_generator, derive, seed_int
 
 N_SAMPLE = 1000
@@ -84,12 +83,16 @@ class Leakage:
     n_sample: int
 
 
-def privacy_leakage(view: PassiveView, labels: np.ndarray, *, n_outputs: int = 1, rows: np.ndarray | None = None,
-                    n_sample: int = N_SAMPLE, known_per_cluster: int = 1, seed: Seed = 0) -> Leakage:
+def privacy_leakage(view: Any, labels: np.ndarray, *, n_outputs: int = 1, rows: np.ndarray | None = None,
+                    n_sample: int = N_SAMPLE, known_per_cluster: int = 1, every_round: bool = True,
+                    seed: Seed = 0) -> Leakage:
     """eps_p of ``view`` (eq. 6); ``labels[i]`` is the true class code of global row id ``rows[i]``.
 
-    ``rows`` defaults to ``0 .. len(labels) - 1``; ``n_outputs`` is trees per round (one per
-    class for multi-class), so tree ``t`` belongs to round ``t // n_outputs``.
+    ``view`` is a :class:`PassiveView` or anything with its ``partitions()`` method (a
+    party's view record).  ``rows`` defaults to ``0 .. len(labels) - 1``; ``n_outputs`` is
+    trees per round (one per class for multi-class), so tree ``t`` belongs to round
+    ``t // n_outputs``.  ``every_round=False`` attacks only after the last round (faster;
+    a lower bound of eps_p).
     """
     labels = np.asarray(labels)
     rows = np.arange(labels.size) if rows is None else np.asarray(rows)
@@ -112,6 +115,8 @@ def privacy_leakage(view: PassiveView, labels: np.ndarray, *, n_outputs: int = 1
         for cells in by_round[rnd]:
             sim += cooccurrence(cells, sample)
             n_trees += 1
+        if not every_round and rnd != max(by_round):
+            continue
         affinity = sim / n_trees + np.eye(sample.size)
         predicted = cluster_and_label(affinity, truth, classes.size, known_per_cluster, derive(seed, "cluster", rnd))
         per_round.append((rnd, float(np.mean(predicted == truth))))
