@@ -17,13 +17,13 @@ from raytune_fed.crypto._calibrate import calibrate
 from raytune_fed.crypto._contexts import (
     MissingSecretKeyError, PublicContext, SecretContext, check_scheme, load_public_context, plain_mask_sums,
     secret_context)
-from raytune_fed.crypto._counters import OPERATIONS, OpCounts, OpSeconds, OpTimes
+from raytune_fed.crypto._counters import OPERATIONS, OpCounts, OpTimes
 from raytune_fed.crypto._fixed import GHCodec
 from raytune_fed.crypto._layout import MAX_BLOCK, POLY_DEGREE, Layout, choose_block
 from raytune_fed.crypto._payload import SCHEMES, Ciphertexts
 
 __all__ = [
     "MAX_BLOCK", "OPERATIONS", "POLY_DEGREE", "SCHEMES", "Ciphertexts", "GHCodec", "Layout", "MissingSecretKeyError",
-    "OpCounts", "OpSeconds", "OpTimes", "PublicContext", "SecretContext", "calibrate", "check_scheme", "choose_block",
+    "OpCounts", "OpTimes", "PublicContext", "SecretContext", "calibrate", "check_scheme", "choose_block",
     "load_public_context", "plain_mask_sums", "secret_context",
 ]

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from raytune_fed.crypto._counters import OpCounts, OpSeconds
+from raytune_fed.crypto._counters import OpCounts, zero_seconds
 from raytune_fed.crypto._fixed import PLAIN_BITS
 from raytune_fed.crypto._layout import POLY_DEGREE, Layout
 from raytune_fed.crypto._payload import SCHEMES, Ciphertexts
@@ -47,7 +47,7 @@ class _Context:
 
     def __init__(self) -> None:
         self.counts = OpCounts()
-        self.seconds = OpSeconds()
+        self.seconds = zero_seconds()
 
     def is_private(self) -> bool:
         raise NotImplementedError
@@ -165,7 +165,7 @@ class BFVSecretContext(SecretContext):
             ct = s.Ciphertext()
             seal.encryptor.encrypt(seal.plaintext(coeffs), ct)
             blobs.append(seal.to_bytes(ct))
-            self.seconds.encryptions += time.perf_counter() - t0
+            self.seconds["encryptions"] += time.perf_counter() - t0
         self.counts.encryptions += layout.n_blocks
         return Ciphertexts.of("bfv", blobs)
 
@@ -185,7 +185,7 @@ class BFVSecretContext(SecretContext):
             for r, pos in enumerate(targets):
                 out[base + r] = pt[int(pos)] if pos < n else 0
             self.counts.decryptions += 1
-            self.seconds.decryptions += time.perf_counter() - t0
+            self.seconds["decryptions"] += time.perf_counter() - t0
         return out[:layout.n_masks]
 
 
@@ -206,7 +206,7 @@ class BFVPublicContext(PublicContext):
         inputs = [seal.ciphertext(blob) for blob in ct.blobs]
         for c in inputs:
             ev.transform_to_ntt_inplace(c)
-        self.seconds.encryptions += time.perf_counter() - t0
+        self.seconds["encryptions"] += time.perf_counter() - t0
         acc: list[Any] = [None] * layout.n_groups
         tmp = seal.s.Ciphertext()
         for b, block_ct in enumerate(inputs):
@@ -218,13 +218,13 @@ class BFVPublicContext(PublicContext):
                 if acc[g] is None:
                     acc[g] = seal.s.Ciphertext()
                     ev.multiply_plain(block_ct, p, acc[g])
-                    self.seconds.products += time.perf_counter() - t0
+                    self.seconds["products"] += time.perf_counter() - t0
                 else:
                     ev.multiply_plain(block_ct, p, tmp)
                     t1 = time.perf_counter()
-                    self.seconds.products += t1 - t0
+                    self.seconds["products"] += t1 - t0
                     ev.add_inplace(acc[g], tmp)
-                    self.seconds.additions += time.perf_counter() - t1
+                    self.seconds["additions"] += time.perf_counter() - t1
                     self.counts.additions += 1
                 self.counts.products += 1
         blobs = []
@@ -239,10 +239,10 @@ class BFVPublicContext(PublicContext):
             noise[targets] = 0
             ev.add_plain_inplace(acc[g], seal.plaintext(noise))
             t1 = time.perf_counter()
-            self.seconds.additions += t1 - t0
+            self.seconds["additions"] += t1 - t0
             self.counts.additions += 1
             blobs.append(seal.to_bytes(acc[g]))
-            self.seconds.decryptions += time.perf_counter() - t1
+            self.seconds["decryptions"] += time.perf_counter() - t1
         return Ciphertexts.of("bfv", blobs)
 
 

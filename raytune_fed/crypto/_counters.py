@@ -55,17 +55,9 @@ class OpCounts:
         return sum(self.as_dict().values())
 
 
-@dataclass
-class OpSeconds:
-    """Mutable wall-clock seconds spent per kind of operation (measured by the BFV backend)."""
-
-    encryptions: float = 0.0
-    decryptions: float = 0.0
-    additions: float = 0.0
-    products: float = 0.0
-
-    def as_dict(self) -> dict[str, float]:
-        return {f.name: float(getattr(self, f.name)) for f in fields(self)}
+def zero_seconds() -> dict[str, float]:
+    """Wall-clock seconds per kind of operation, all zero (the BFV backend adds to them)."""
+    return dict.fromkeys(OPERATIONS, 0.0)
 
 
 @dataclass(frozen=True)

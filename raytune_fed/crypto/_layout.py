@@ -39,16 +39,20 @@ def _next_pow2(n: int) -> int:
     return 1 << max(0, int(n - 1).bit_length())
 
 
+def _check(n_values: int, n_masks: int, block: int, poly_degree: int, name: str) -> None:
+    if n_values < 1 or n_masks < 1:
+        raise ConfigError(f"a histogram needs >= 1 instance and >= 1 mask, got {n_values} and {n_masks}")
+    if block < 1 or block & (block - 1) or block > poly_degree // 2:
+        raise ConfigError(f"{name} must be a power of two <= {poly_degree // 2}, got {block!r}")
+
+
 def choose_block(n_values: int, n_masks: int, max_block: int = MAX_BLOCK, poly_degree: int = POLY_DEGREE) -> int:
     """Block size minimising ``t_enc * n / B + t_result * M B / N`` (power of two, <= ``max_block``).
 
     Small nodes get small blocks (many masks per product, few result ciphertexts); a
     node of 10,000 instances with 320 masks gets 512-1024.
     """
-    if n_values < 1 or n_masks < 1:
-        raise ConfigError(f"a histogram needs >= 1 instance and >= 1 mask, got {n_values} and {n_masks}")
-    if max_block < 1 or max_block & (max_block - 1) or max_block > poly_degree // 2:
-        raise ConfigError(f"max_block must be a power of two <= {poly_degree // 2}, got {max_block!r}")
+    _check(n_values, n_masks, max_block, poly_degree, "max_block")
     best = math.sqrt(_ENCRYPTION_PER_RESULT * n_values * poly_degree / n_masks)
     block = 1 << max(0, round(math.log2(max(best, 1.0))))
     return int(min(block, max_block, _next_pow2(n_values)))
@@ -64,10 +68,7 @@ class Layout:
     poly_degree: int = POLY_DEGREE
 
     def __post_init__(self) -> None:
-        if self.n_values < 1 or self.n_masks < 1:
-            raise ConfigError(f"a histogram needs >= 1 instance and >= 1 mask, got {self.n_values} and {self.n_masks}")
-        if self.block < 1 or self.block & (self.block - 1) or self.block > self.poly_degree // 2:
-            raise ConfigError(f"block must be a power of two <= {self.poly_degree // 2}, got {self.block!r}")
+        _check(self.n_values, self.n_masks, self.block, self.poly_degree, "block")
 
     @classmethod
     def for_node(cls, n_values: int, n_masks: int, max_block: int = MAX_BLOCK,
