@@ -87,15 +87,17 @@ def connect(address: str | None = None, num_cpus: int | None = None, *, resource
     return ray
 
 
-def site_placement(site_name: str, declared: Mapping[str, float] | None = None) -> dict[str, Any]:
-    """Actor or task options that pin work to nodes offering ``site:<name>``.
+def placement(kind: str, name: str, declared: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """Actor or task options that pin work to nodes offering the custom resource ``<kind>:<name>``.
 
-    On a cluster whose nodes declare a custom resource ``site:<name>`` the site's actor
-    (and so its data) lives there; where no node declares it, the work may run anywhere
-    (a laptop or an unlabelled cluster).  ``declared`` is the cluster's resources (by
-    default read from the connected session).
+    On a cluster whose nodes declare ``<kind>:<name>`` (``site:hospital1``, ``party:bank``)
+    the actor (and so its data) lives there; where no node declares it, the work may run
+    anywhere (a laptop or an unlabelled cluster).  ``declared`` is the cluster's resources
+    (by default read from the connected session).
     """
-    key = f"site:{site_name}"
+    if not isinstance(kind, str) or not kind or ":" in kind:
+        raise ConfigError(f"a placement kind must be a non-empty name without ':', got {kind!r}")
+    key = f"{kind}:{name}"
     if declared is None:
         import ray
 
@@ -103,3 +105,13 @@ def site_placement(site_name: str, declared: Mapping[str, float] | None = None) 
     if declared.get(key, 0) > 0:
         return {"resources": {key: SITE_SLIVER}}
     return {}
+
+
+def site_placement(site_name: str, declared: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """Options that pin a site's actor or tasks to nodes offering ``site:<name>`` (see :func:`placement`)."""
+    return placement("site", site_name, declared)
+
+
+def party_placement(party_name: str) -> dict[str, Any]:
+    """Actor options that pin a vertical-learning party's actor to nodes offering ``party:<name>``."""
+    return placement("party", party_name)

@@ -32,7 +32,7 @@ EXPECTED = {
     "digits": (1797, 64, {"even": 891, "odd": 906}),
     "iris": (150, 4, {"setosa": 50, "versicolor": 50, "virginica": 50}),
     "wine": (178, 13, {"class_0": 59, "class_1": 71, "class_2": 48}),
-    "synthetic1": (2000, 10, {"0": 1000, "1": 1000}),
+    "synthetic1": (2000, 10, {"0": 1004, "1": 996}),
     "synthetic2": (10000, 10, None),
     "twonorm": (7400, 20, {"0": 3703, "1": 3697}),
     "spambase": (4597, 57, {"0": 2785, "1": 1812}),
