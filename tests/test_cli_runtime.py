@@ -27,14 +27,21 @@ def test_datasets_lists_the_embedded_sets(capsys):
     assert any(line.startswith("gina_agnostic_subset") for line in table)
 
 
-def test_every_subcommand_has_help():
-    for command in ["datasets", "demo", "rfms", "report"]:
-        out = subprocess.run([sys.executable, "-m", "raytune_fed.cli", command, "--help"], capture_output=True,
-                             text=True, timeout=60)
-        assert out.returncode == 0 and "usage: raytune-fed" in out.stdout and "--help" in out.stdout
-        if command in ("demo", "rfms"):  # how resuming, interrupting and recomputing work
-            assert "--recompute-damaged" in out.stdout and "OUT/quarantine/" in out.stdout
-            assert "exit 130 / 143" in out.stdout
+def test_the_module_runs_as_a_program():
+    out = subprocess.run([sys.executable, "-m", "raytune_fed.cli", "--help"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0 and "usage: raytune-fed" in out.stdout
+    assert all(command in out.stdout for command in ("datasets", "demo", "rfms", "report"))
+
+
+@pytest.mark.parametrize("command", ["datasets", "demo", "rfms", "report"])
+def test_every_subcommand_has_help(command, capsys):
+    with pytest.raises(SystemExit) as done:
+        main([command, "--help"])
+    shown = capsys.readouterr().out
+    assert done.value.code == 0 and "usage: raytune-fed" in shown and "--help" in shown
+    if command in ("demo", "rfms"):  # how resuming, interrupting and recomputing work
+        assert "--recompute-damaged" in shown and "OUT/quarantine/" in shown and "exit 130 / 143" in shown
 
 
 def test_openml_offline_is_one_line_and_exit_2(monkeypatch, tmp_path, capsys):
