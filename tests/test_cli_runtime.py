@@ -7,9 +7,9 @@ import subprocess
 import sys
 from urllib.error import URLError
 
-import numpy as np
 import pandas as pd
 import pytest
+from _sites_csv import write_sites_csv
 
 from raytune_fed.cli import main
 from raytune_fed.errors import ConfigError
@@ -63,20 +63,6 @@ def test_usage_errors_exit_2(capsys):
     assert exc.value.code == 2 and "invalid int value: 'many'" in capsys.readouterr().err
 
 
-def _sites_csv(path, sizes, constant_site=None):
-    """Three sites a, b, c with ``sizes[s]`` rows of each class; features of ``constant_site`` all 1.0."""
-    rng = np.random.default_rng(0)
-    parts = []
-    for site, n in zip("abc", sizes):
-        y = np.repeat([0, 1], n)
-        X = rng.normal(size=(2 * n, 4)) + y[:, None]
-        if site == constant_site:
-            X[:] = 1.0
-        parts.append(pd.DataFrame(X, columns=[f"x{i}" for i in range(4)]).assign(label=y, site=site))
-    pd.concat(parts).to_csv(path, index=False)
-    return str(path)
-
-
 @pytest.fixture
 def never_connect(monkeypatch):
     """Bad input must be refused before Ray is asked for anything."""
@@ -112,8 +98,8 @@ BAD_INPUT = [
 @pytest.mark.parametrize("argv, message", BAD_INPUT, ids=[" ".join(a[:2]) for a, _ in BAD_INPUT])
 def test_bad_input_is_one_line_exit_2_before_ray_starts(argv, message, tmp_path, capsys, never_connect):
     names = {"file": str(tmp_path / "a_file"), "tmp": str(tmp_path / "out"),
-             "minimal": _sites_csv(tmp_path / "minimal.csv", (5, 5, 2)),  # site c: 2 rows per class
-             "constant": _sites_csv(tmp_path / "constant.csv", (5, 10, 5), constant_site="b")}
+             "minimal": write_sites_csv(tmp_path / "minimal.csv", (5, 5, 2)),  # site c: 2 rows per class
+             "constant": write_sites_csv(tmp_path / "constant.csv", (5, 10, 5), constant_site="b")}
     (tmp_path / "a_file").write_text("not a directory")
     argv = [a.format(**names) for a in ["rfms", "--out", "{tmp}", *argv]]
     code = main(argv)
