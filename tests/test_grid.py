@@ -175,7 +175,7 @@ def test_a_damaged_unit_file_is_reported_by_name_and_recomputed_on_request(tmp_p
         return square(cell)
 
     said: list[str] = []
-    with pytest.raises(GridIncompleteError, match="1 have damaged unit files") as info:
+    with pytest.raises(GridIncompleteError, match="1 with a damaged unit file") as info:
         run_cells(cells, run, store, progress=ProgressLines(said.append))
     assert ran == [] and info.value.problems[0][0] == "x 1"
     named = [line for line in said if f"unit file {store.path(cells[1].key)} is damaged" in line]

@@ -169,7 +169,7 @@ def test_grid_on_ray_writes_results_and_resumes(ray_session, tmp_path):
     frame = run_grid(settings, learners=["svm"], n_reps=1, n_pairs=2, out=tmp_path)
     assert len(frame) == 2 * 4 and set(frame["method"]) == {"lso", "fso5", "fmo", "rand_mo"}
     for _, r in frame.iterrows():  # each curator's ledger counts the unit's remote evaluations
-        assert list(r["unit_ledger_queries"]) == [r["unit_curator_queries"]] * 3
+        assert list(r["unit_n_ledger_queries"]) == [r["unit_n_curator_queries"]] * 3
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["n_experiments"] == 2 and len(summary["hypervolume"]) == 4
     assert np.allclose(np.array(summary["win_loss"]["matrix"]) + np.array(summary["win_loss"]["matrix"]).T,
@@ -201,8 +201,8 @@ def test_a_torn_unit_file_is_named_and_recomputed_on_request(ray_session, tmp_pa
     assert main(argv) == 1  # the other cell is fine; the run ends with one line naming what to do
     err = capsys.readouterr().err
     assert f"unit file {torn} is damaged: it is not readable JSON" in err and "Traceback" not in err
-    assert err.strip().splitlines()[-1].startswith("raytune-fed: error: rfms: 1 of 2 cells did not finish: 1 have "
-                                                   "damaged unit files (rerun with --recompute-damaged")
+    assert err.strip().splitlines()[-1].startswith("raytune-fed: error: rfms: 1 of 2 cells did not finish: 1 with a "
+                                                   "damaged unit file (rerun with --recompute-damaged")
     assert not (out / "results.parquet").exists()
     assert main([*argv, "--recompute-damaged"]) == 0
     assert [p.name.split(".")[0] for p in (out / "quarantine").iterdir()] == [torn.stem]
