@@ -7,9 +7,9 @@ import subprocess
 import sys
 from urllib.error import URLError
 
-import numpy as np
 import pandas as pd
 import pytest
+from _sites_csv import write_sites_csv
 
 from raytune_fed.cli import main
 from raytune_fed.errors import ConfigError
@@ -27,14 +27,21 @@ def test_datasets_lists_the_embedded_sets(capsys):
     assert any(line.startswith("gina_agnostic_subset") for line in table)
 
 
-def test_every_subcommand_has_help():
-    for command in ["datasets", "demo", "rfms", "report"]:
-        out = subprocess.run([sys.executable, "-m", "raytune_fed.cli", command, "--help"], capture_output=True,
-                             text=True, timeout=60)
-        assert out.returncode == 0 and "usage: raytune-fed" in out.stdout and "--help" in out.stdout
-        if command in ("demo", "rfms"):  # how resuming, interrupting and recomputing work
-            assert "--recompute-damaged" in out.stdout and "OUT/quarantine/" in out.stdout
-            assert "exit 130 / 143" in out.stdout
+def test_the_module_runs_as_a_program():
+    out = subprocess.run([sys.executable, "-m", "raytune_fed.cli", "--help"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0 and "usage: raytune-fed" in out.stdout
+    assert all(command in out.stdout for command in ("datasets", "demo", "rfms", "report"))
+
+
+@pytest.mark.parametrize("command", ["datasets", "demo", "rfms", "report"])
+def test_every_subcommand_has_help(command, capsys):
+    with pytest.raises(SystemExit) as done:
+        main([command, "--help"])
+    shown = capsys.readouterr().out
+    assert done.value.code == 0 and "usage: raytune-fed" in shown and "--help" in shown
+    if command in ("demo", "rfms"):  # how resuming, interrupting and recomputing work
+        assert "--recompute-damaged" in shown and "OUT/quarantine/" in shown and "exit 130 / 143" in shown
 
 
 def test_openml_offline_is_one_line_and_exit_2(monkeypatch, tmp_path, capsys):
@@ -54,20 +61,6 @@ def test_usage_errors_exit_2(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["rfms", "--reps", "many"])
     assert exc.value.code == 2 and "invalid int value: 'many'" in capsys.readouterr().err
-
-
-def _sites_csv(path, sizes, constant_site=None):
-    """Three sites a, b, c with ``sizes[s]`` rows of each class; features of ``constant_site`` all 1.0."""
-    rng = np.random.default_rng(0)
-    parts = []
-    for site, n in zip("abc", sizes):
-        y = np.repeat([0, 1], n)
-        X = rng.normal(size=(2 * n, 4)) + y[:, None]
-        if site == constant_site:
-            X[:] = 1.0
-        parts.append(pd.DataFrame(X, columns=[f"x{i}" for i in range(4)]).assign(label=y, site=site))
-    pd.concat(parts).to_csv(path, index=False)
-    return str(path)
 
 
 @pytest.fixture
@@ -105,8 +98,8 @@ BAD_INPUT = [
 @pytest.mark.parametrize("argv, message", BAD_INPUT, ids=[" ".join(a[:2]) for a, _ in BAD_INPUT])
 def test_bad_input_is_one_line_exit_2_before_ray_starts(argv, message, tmp_path, capsys, never_connect):
     names = {"file": str(tmp_path / "a_file"), "tmp": str(tmp_path / "out"),
-             "minimal": _sites_csv(tmp_path / "minimal.csv", (5, 5, 2)),  # site c: 2 rows per class
-             "constant": _sites_csv(tmp_path / "constant.csv", (5, 10, 5), constant_site="b")}
+             "minimal": write_sites_csv(tmp_path / "minimal.csv", (5, 5, 2)),  # site c: 2 rows per class
+             "constant": write_sites_csv(tmp_path / "constant.csv", (5, 10, 5), constant_site="b")}
     (tmp_path / "a_file").write_text("not a directory")
     argv = [a.format(**names) for a in ["rfms", "--out", "{tmp}", *argv]]
     code = main(argv)

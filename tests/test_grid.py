@@ -12,7 +12,7 @@ import pytest
 
 from raytune_fed.errors import ConfigError
 from raytune_fed.grid import (
-    MAX_CELLS, Cell, CellResult, GridIncompleteError, ProgressBar, ProgressLines, check_grid_size,
+    MAX_CELLS, Cell, CellResult, GridIncompleteError, ProgressBar, ProgressLines, RayExecutor, check_grid_size,
     make_progress, run_cells)
 from raytune_fed.random import as_generator, derive
 from raytune_fed.store import ResultStore
@@ -78,6 +78,15 @@ def test_cells_run_longest_first_and_a_rerun_skips_stored_cells(tmp_path):
     again = run_cells(cells + [Square(4)], run, ResultStore(tmp_path))
     assert order == [4] and (again.n_run, again.n_resumed) == (1, 4)
     assert _rows(again)[:4] == _rows(result)
+
+
+def test_a_finished_grid_reruns_without_starting_anything(tmp_path):
+    """Nothing left to run: the Ray executor is not even asked to connect."""
+    cells = [Square(x) for x in range(3)]
+    store = ResultStore(tmp_path)
+    first = run_cells(cells, square, store)
+    again = run_cells(cells, None, store, RayExecutor())
+    assert (again.n_run, again.n_resumed) == (0, 3) and _rows(again) == _rows(first)
 
 
 def test_a_cell_that_raises_is_recorded_and_the_others_finish(tmp_path):
@@ -166,7 +175,7 @@ def test_a_damaged_unit_file_is_reported_by_name_and_recomputed_on_request(tmp_p
         return square(cell)
 
     said: list[str] = []
-    with pytest.raises(GridIncompleteError, match="1 have damaged unit files") as info:
+    with pytest.raises(GridIncompleteError, match="1 with a damaged unit file") as info:
         run_cells(cells, run, store, progress=ProgressLines(said.append))
     assert ran == [] and info.value.problems[0][0] == "x 1"
     named = [line for line in said if f"unit file {store.path(cells[1].key)} is damaged" in line]

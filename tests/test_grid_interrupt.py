@@ -12,24 +12,12 @@ import subprocess
 import sys
 import time
 
-import numpy as np
-import pandas as pd
+from _sites_csv import write_sites_csv
 
 from raytune_fed.store import ResultStore
 from raytune_fed.workflows.rfms import RFMSSettings, run_grid
 
 SETTINGS = dict(n_init=4, n_iter=6, n_folds=3, methods=("lso", "fmo"))
-
-
-def _three_sites(path) -> str:
-    rng = np.random.default_rng(3)
-    parts = []
-    for site in "abc":
-        y = np.repeat([0, 1], 30)
-        X = rng.normal(size=(60, 6)) + 0.8 * y[:, None]
-        parts.append(pd.DataFrame(X, columns=[f"x{i}" for i in range(6)]).assign(label=y, site=site))
-    pd.concat(parts).to_csv(path, index=False)
-    return str(path)
 
 
 def _units(out) -> int:
@@ -48,7 +36,7 @@ def _stop_after_next_cell(argv, out, sig) -> subprocess.CompletedProcess:
 
 
 def test_sigint_and_sigterm_then_the_same_command_match_an_uninterrupted_run(ray_session, tmp_path):
-    data = _three_sites(tmp_path / "three_sites.csv")
+    data = write_sites_csv(tmp_path / "three_sites.csv")
     out = tmp_path / "interrupted"
     argv = [sys.executable, "-m", "raytune_fed.cli", "rfms", "--dataset", data, "--target", "label",
             "--site-column", "site", "--learners", "svm", "--methods", ",".join(SETTINGS["methods"]),

@@ -6,6 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from _sites_csv import write_sites_csv
+
 from raytune_fed.cli import main
 from raytune_fed.errors import ConfigError, DatasetError, SplitError
 from raytune_fed.workflows.rfms import (
@@ -167,7 +169,7 @@ def test_grid_on_ray_writes_results_and_resumes(ray_session, tmp_path):
     frame = run_grid(settings, learners=["svm"], n_reps=1, n_pairs=2, out=tmp_path)
     assert len(frame) == 2 * 4 and set(frame["method"]) == {"lso", "fso5", "fmo", "rand_mo"}
     for _, r in frame.iterrows():  # each curator's ledger counts the unit's remote evaluations
-        assert list(r["unit_ledger_queries"]) == [r["unit_curator_queries"]] * 3
+        assert list(r["unit_n_ledger_queries"]) == [r["unit_n_curator_queries"]] * 3
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["n_experiments"] == 2 and len(summary["hypervolume"]) == 4
     assert np.allclose(np.array(summary["win_loss"]["matrix"]) + np.array(summary["win_loss"]["matrix"]).T,
@@ -182,6 +184,31 @@ def test_grid_on_ray_writes_results_and_resumes(ray_session, tmp_path):
     assert main(["report", str(tmp_path)]) == 0
     assert {"hypervolume.png", "winloss.png", "sites.png", "index.md", "index.html"} <= {
         p.name for p in tmp_path.iterdir()}
+
+
+def test_a_torn_unit_file_is_named_and_recomputed_on_request(ray_session, tmp_path, capsys):
+    data = write_sites_csv(tmp_path / "sites.csv")
+    argv = ["rfms", "--dataset", data, "--target", "label", "--site-column", "site", "--learners", "svm",
+            "--methods", "lso,fmo", "--n-init", "3", "--n-iter", "2", "--n-folds", "3", "--reps", "1", "--pairs", "2",
+            "--no-report", "--out", str(tmp_path / "out")]
+    out = tmp_path / "out"
+    assert main(argv) == 0
+    first = pd.read_parquet(out / "results.parquet")
+    torn = sorted((out / "units").glob("*.json"))[0]
+    torn.write_bytes(torn.read_bytes()[:100])
+    (out / "results.parquet").unlink()
+    capsys.readouterr()
+    assert main(argv) == 1  # the other cell is fine; the run ends with one line naming what to do
+    err = capsys.readouterr().err
+    assert f"unit file {torn} is damaged: it is not readable JSON" in err and "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith("raytune-fed: error: rfms: 1 of 2 cells did not finish: 1 with a "
+                                                   "damaged unit file (rerun with --recompute-damaged")
+    assert not (out / "results.parquet").exists()
+    assert main([*argv, "--recompute-damaged"]) == 0
+    assert [p.name.split(".")[0] for p in (out / "quarantine").iterdir()] == [torn.stem]
+    again = pd.read_parquet(out / "results.parquet")
+    compared = ["experiment", "method", "hypervolume", "selected", "lockbox_loss"]
+    assert again[compared].sort_values(compared[:2]).to_json() == first[compared].sort_values(compared[:2]).to_json()
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -140,7 +140,7 @@ def _incomplete_message(name: str, n_cells: int, problems: list[tuple[str, str]]
         parts.append(f"{n_other} failed or could not be placed (errors in {store.failures_dir}; the same command "
                      f"retries them)")
     if n_damaged:
-        parts.append(f"{n_damaged} have damaged unit files (rerun with --recompute-damaged to recompute them)")
+        parts.append(f"{n_damaged} with a damaged unit file (rerun with --recompute-damaged to recompute them)")
     label, what = problems[0]
     return (f"{name}: {len(problems)} of {n_cells} cells did not finish: {'; '.join(parts)}; the finished cells are "
             f"stored in {store.root} and no results were written. First: {label}: {what}")

@@ -63,6 +63,8 @@ class RayExecutor:
         self.poll_seconds = check_float("poll_seconds", poll_seconds, 0.01)
 
     def run(self, cells: Sequence[Cell], run_cell: RunCell) -> Iterator[Outcome]:
+        if not cells:
+            return
         import ray
 
         if not ray.is_initialized():
@@ -106,10 +108,10 @@ class RayExecutor:
                         yield Outcome(cell, None, _error(exc), time.perf_counter() - submitted)
                     else:
                         yield Outcome(cell, result, None, seconds)
-        finally:
-            for ref in running:
-                try:
-                    ray.cancel(ref, force=True)
+        finally:  # stop what still runs (an interrupt, or the caller closed us); a driver that exits
+            for ref in running:  # takes its tasks along anyway.  Not force=True: killing a worker while
+                try:             # its reply is in flight can abort Ray's core in this process
+                    ray.cancel(ref)
                 except Exception:  # already finished or its worker is gone
                     pass
             _ask_autoscaler([])
@@ -136,5 +138,5 @@ class RayExecutor:
             for ref in [r for r, (_, n, _) in running.items() if n == need]:
                 cell, _, submitted = running.pop(ref)
                 slots.remove(need)
-                ray.cancel(ref, force=True)
+                ray.cancel(ref)  # it is waiting for a node, not running
                 yield Outcome(cell, None, error, now - submitted)

@@ -88,8 +88,8 @@ class RunCell:
         warmup = time.time() - started
         rows, info = run_with_sites(spec, self.sites, lambda ob, cur, lb: run_experiment(spec, ob, cur, lb))
         shared = {"settings": json.dumps(asdict(spec.settings), sort_keys=True),
-                  "unit_curator_queries": info["n_curator_queries_total"],
-                  "unit_ledger_queries": info["ledger_queries"]}
+                  "unit_n_curator_queries": info["n_curator_queries_total"],
+                  "unit_n_ledger_queries": info["n_ledger_queries"]}
         measured = {**{f"unit_{k}": v for k, v in info["timing"].items()},
                     "unit_started": started, "unit_finished": time.time(), "unit_warmup": warmup}
         return CellResult([{**{k: v for k, v in r.items() if k not in TIMING_COLUMNS}, **shared} for r in rows],

@@ -120,7 +120,7 @@ def run_with_sites(spec: ExperimentSpec, sites: SiteHandles,
         rows, info = experiment(openbox, [SiteClient(h, session) for h in curator_hosts],
                                 SiteClient(lockbox_host, session))
         ledgers = ray.get([h.ledger.remote(session) for h in curator_hosts])
-        info["ledger_queries"] = [sum(e.kind == "query" for e in led.entries) for led in ledgers]
+        info["n_ledger_queries"] = [sum(e.kind == "query" for e in led.entries) for led in ledgers]
     finally:  # best effort: a dead site must not hide the error that ended the experiment
         closing = [h.close_session.remote(session) for h in [*curator_hosts, lockbox_host]]
         ray.wait(closing, num_returns=len(closing), timeout=60)
