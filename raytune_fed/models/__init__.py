@@ -3,11 +3,20 @@
 ``LEARNERS`` maps ``elastic_net``, ``svm`` and ``random_forest`` to a :class:`Learner`
 (name, search space, ``build(config, seed=...)``).  :func:`check_allowed_model` is the
 gate a curator applies to a received model; :func:`cross_validated_error` is the
-open-box objective.
+open-box objective (with a :class:`CVPlan` as ``cache``, per-fold preprocessing is done
+once per data set and seed).  :class:`ProbabilityForest` is ranger's probability forest;
+its fitted node arrays (``FOREST_ARRAY_SPECS``) predict through
+:func:`predict_proba_from_arrays` after :func:`check_forest_arrays`.
 """
 
-from raytune_fed.models._cv import CVResult, cross_validate, cross_validated_error, stratified_folds
+from raytune_fed.models._cv import CVPlan, CVResult, cross_validate, cross_validated_error, stratified_folds
 from raytune_fed.models._elasticnet import ElasticNetLogistic, warm_up
+from raytune_fed.models._forest import (
+    FOREST_ARRAY_SPECS,
+    ProbabilityForest,
+    check_forest_arrays,
+    predict_proba_from_arrays,
+)
 from raytune_fed.models._registry import (
     ALLOWED_MODEL_TYPES,
     LEARNERS,
@@ -18,14 +27,19 @@ from raytune_fed.models._registry import (
 
 __all__ = [
     "ALLOWED_MODEL_TYPES",
+    "CVPlan",
     "CVResult",
     "ElasticNetLogistic",
+    "FOREST_ARRAY_SPECS",
     "LEARNERS",
     "Learner",
+    "ProbabilityForest",
+    "check_forest_arrays",
     "check_allowed_model",
     "cross_validate",
     "cross_validated_error",
     "get_learner",
+    "predict_proba_from_arrays",
     "stratified_folds",
     "warm_up",
 ]

@@ -18,14 +18,13 @@ learners of the paper:
   the authors predicted with ``predict.type = "prob"`` (Platt scaling), here the class is
   the sign of the decision function.
 * ``random_forest`` (ranger, probability forest as the authors used
-  ``predict.type = "prob"``): ``RandomForestClassifier`` with ``num_trees`` in
-  [100, 5000], ``min_node_size`` in [1, 50], ``sample_fraction`` in [0.1, 1], mtry =
-  floor(sqrt(p)) (ranger's default), bootstrap with replacement of ``sample_fraction * n``
-  rows (ranger's ``replace=TRUE``), one thread.  ranger makes a node terminal when it
-  holds ``<= min.node.size`` samples, hence ``min_samples_split = min_node_size + 1``.
-  Differences: sklearn counts distinct rows in a node where ranger counts bootstrap
-  draws, and rounds ``n * sample_fraction`` where ranger truncates.  LightGBM's rf mode
-  was measured as the alternative and rejected (``experiments/bench_learners.py``).
+  ``predict.type = "prob"``): :class:`ProbabilityForest` (``_forest.py``, which lists its
+  differences from ranger) with ``num_trees`` in [100, 5000], ``min_node_size`` in
+  [1, 50], ``sample_fraction`` in [0.1, 1], mtry = floor(sqrt(p)), draws with
+  replacement; ``build(config)`` without a seed gives it seed 0.  scikit-learn's
+  ``RandomForestClassifier`` (``min_samples_split = min_node_size + 1``, which counts
+  distinct rows where ranger counts draws) stays available as ``_sklearn_forest_steps``
+  for ``experiments/bench_forest.py``, which measured both.
 
 :func:`check_allowed_model` is what a curator runs before predicting with a model it
 received: only the exact classes built here may run on its data.
@@ -50,6 +49,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from raytune_fed.errors import ConfigError, DatasetError, QueryRefusedError
 from raytune_fed.models._elasticnet import ElasticNetLogistic, warm_up
+from raytune_fed.models._forest import ProbabilityForest
+from raytune_fed.models._forest import warm_up as forest_warm_up
 from raytune_fed.space import Float, Int, SearchSpace
 
 StepMaker = Callable[[Mapping[str, Any], "int | None"], list]
@@ -98,6 +99,12 @@ def _svm_steps(config: Mapping[str, Any], seed: int | None) -> list:
 
 
 def _random_forest_steps(config: Mapping[str, Any], seed: int | None) -> list:
+    return [("model", ProbabilityForest(num_trees=int(config["num_trees"]), min_node_size=int(config["min_node_size"]),
+                                        sample_fraction=float(config["sample_fraction"]),
+                                        seed=0 if seed is None else seed))]
+
+
+def _sklearn_forest_steps(config: Mapping[str, Any], seed: int | None) -> list:
     return [("model", RandomForestClassifier(
         n_estimators=int(config["num_trees"]), max_features="sqrt",
         min_samples_split=int(config["min_node_size"]) + 1, min_samples_leaf=1,
@@ -119,7 +126,7 @@ LEARNERS: Mapping[str, Learner] = {
             Int("num_trees", 100, 5000),
             Int("min_node_size", 1, 50),
             Float("sample_fraction", 0.1, 1.0))), _random_forest_steps,
-            step_types=(VarianceThreshold, RandomForestClassifier), relative_cost=30.0),
+            step_types=(VarianceThreshold, ProbabilityForest), relative_cost=30.0, warm_up=forest_warm_up),
     )
 }  # relative costs: experiments/bench_learners.py
 
