@@ -139,10 +139,15 @@ class SuccessiveHalving:
 
     def best(self) -> tuple[dict[str, Any], float]:
         """The selected configuration and its value: the best of the highest round with results."""
+        i, value = self.best_id()
+        return dict(self._configs[i]), value
+
+    def best_id(self) -> tuple[int, float]:
+        """``(config_id, value)`` of :meth:`best`."""
         for t in range(len(self.table.rungs) - 1, -1, -1):
             if self._values[t]:
                 i = self._ranked(t)[0]
-                return dict(self._configs[i]), self._values[t][i]
+                return i, self._values[t][i]
         raise ConfigError("no results told yet, so there is no best configuration")
 
     def has_future(self, config_id: int) -> bool:
@@ -165,6 +170,11 @@ class SuccessiveHalving:
         if len(self._members[t + 1]) >= self.table.rungs[t + 1].n_configs:
             return False
         return not complete or config_id in self._ranked(t)[:self.table.rungs[t].n_kept]
+
+    def pending(self) -> list[dict[str, Any]]:
+        """Jobs issued by :meth:`ask` and not told yet, as ``ask`` returned them."""
+        return [{**self._configs[i], "config_id": i, "rung": t, "n_rows": self.table.rungs[t].n_rows}
+                for t in range(len(self.table.rungs)) for i in self._issued[t] if i not in self._values[t]]
 
     @property
     def rows_used(self) -> int:
