@@ -21,7 +21,9 @@ round ``t`` is told and ranked.  Asynchronous (ASHA-like): a configuration is pr
 soon as it ranks within the kept share ``n_kept / n_configs`` of the configurations told
 so far in its round, while the next round has free slots; once a round is complete its
 best fill the remaining slots.  Both modes train exactly the rung table's jobs, so the
-rows used are the same and never exceed the budget.
+rows used are the same and never exceed the budget; the search ends when every job is
+told.  As in ASHA, a configuration that reports late cannot enter a round whose slots
+are already taken.
 
 Ranking.  Lower told value first; ties are broken by a random order of the
 configurations drawn once from ``seed`` (so a grid's order does not decide ties).
@@ -133,9 +135,8 @@ class SuccessiveHalving:
     # ------------------------------------------------------------------ answers
     @property
     def is_finished(self) -> bool:
-        """True once the last round is complete or the time budget is spent."""
-        last = len(self.table.rungs) - 1
-        return self._out_of_time or len(self._values[last]) == self.table.rungs[last].n_configs
+        """True once every job of every round is told, or the time budget is spent."""
+        return self._out_of_time or all(len(v) == r.n_configs for v, r in zip(self._values, self.table.rungs))
 
     def best(self) -> tuple[dict[str, Any], float]:
         """The selected configuration and its value: the best of the highest round with results."""

@@ -26,8 +26,16 @@ trial is stopped and :attr:`best_trial_id` is the best trial of the highest rung
 Restore.  :meth:`get_state` / :meth:`set_state` are explicit and versioned (JSON-safe).
 Tune saves a scheduler's state with an experiment only through callbacks, so pass
 :meth:`state_callback` in ``RunConfig(callbacks=[...])``; ``Tuner.restore`` then brings the
-scheduler back with the trials.  Without it, a restored trial the scheduler does not know
-raises :class:`~raytune_fed.errors.ConfigError` saying so.
+scheduler back with the trials.  Without it, a restored trial that has reported before is
+unknown to the fresh scheduler, which raises :class:`~raytune_fed.errors.ConfigError` naming
+the fix (Tune logs it as "Failed to restore the run state" and the run stops with it).  After
+a restore, a trial that resumes from a checkpoint older than its last report trains that
+rung again; the replayed report is not told twice (those rows are Tune's recovery cost).
+
+Concurrency.  Do not set ``max_concurrent_trials`` below ``n_configs``: a synchronous rung
+needs every trial to exist, and Tune counts paused trials against that limit, so it would
+stop creating the trials the rung waits for.  Resources (CPUs per trial) bound how many
+train at once; ``reuse_actors=True`` keeps the pause/resume cost per rung small.
 """
 
 from __future__ import annotations
@@ -45,7 +53,6 @@ from raytune_fed._checks import check_int
 from raytune_fed.algorithms.halving import SuccessiveHalving
 from raytune_fed.algorithms.schedules import DEFAULT_ETA0, DEFAULT_MU
 from raytune_fed.errors import ConfigError
-from raytune_fed.random import seed_int
 from raytune_fed.types import Objective, check_direction
 
 if TYPE_CHECKING:
@@ -82,7 +89,7 @@ class PUHalvingScheduler(TrialScheduler):
         for name, value in (("resource_attr", resource_attr), ("time_attr", time_attr)):
             if not isinstance(value, str) or not value:
                 raise ConfigError(f"{name} must be a non-empty string, got {value!r}")
-        self._core = SuccessiveHalving([{} for _ in range(k)], n_rows=n_rows, seed=seed_int(seed),
+        self._core = SuccessiveHalving([{} for _ in range(k)], n_rows=n_rows, seed=seed,
                                        budget_samples=budget_samples, budget_seconds=budget_seconds,
                                        schedule=schedule, eta0=eta0, mu=mu, min_rows=min_rows,
                                        asynchronous=asynchronous)
@@ -107,6 +114,11 @@ class PUHalvingScheduler(TrialScheduler):
     @property
     def is_finished(self) -> bool:
         return self._core.is_finished
+
+    @property
+    def seconds_used(self) -> float:
+        """Sum of ``result[time_attr]`` over the reports told to the core."""
+        return self._core.seconds_used
 
     @property
     def best_config_id(self) -> int:

@@ -9,6 +9,16 @@ paper leaves open are listed in ``docs/pu.md``.
 from raytune_fed.workflows.pu._methods import METHOD_NAMES, MethodResult, check_methods, estimate_prior, run_method
 from raytune_fed.workflows.pu._ode import ODESettings, SearchResult, configuration_set, nested_order, run_ode
 
+
+
+def run_ode_tune(*args, **kwargs):
+    """ODE through Ray Tune with :class:`~raytune_fed.schedulers.PUHalvingScheduler` (imports Ray on first use);
+    see :func:`raytune_fed.workflows.pu._tune_path.run_ode_tune`."""
+    from raytune_fed.workflows.pu._tune_path import run_ode_tune as run
+
+    return run(*args, **kwargs)
+
+
 __all__ = [
     "METHOD_NAMES",
     "MethodResult",
@@ -20,4 +30,5 @@ __all__ = [
     "nested_order",
     "run_method",
     "run_ode",
+    "run_ode_tune",
 ]
