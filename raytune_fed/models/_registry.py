@@ -64,7 +64,9 @@ class Learner:
     ``step_types`` are the exact classes of the pipeline's steps (the site's admission
     allow-list is their union over the registry); ``relative_cost`` orders a grid's cells
     longest first; ``warm_up`` (optional) pays one-off per-process costs such as numba
-    compilation before a grid's timings start.
+    compilation before a grid's timings start.  ``task`` is ``"pn"`` for learners fitted
+    on class labels (the RFMS learners, in :data:`LEARNERS`) and ``"pu"`` for learners
+    fitted on positive/unlabelled indicators (``raytune_fed.models.pu.PU_LEARNERS``).
     """
 
     name: str
@@ -73,6 +75,7 @@ class Learner:
     step_types: tuple[type, ...] = field(default=(), repr=False, compare=False)
     relative_cost: float = 1.0
     warm_up: Callable[[], None] | None = field(default=None, repr=False, compare=False)
+    task: str = "pn"
 
     def build(self, config: Mapping[str, Any], *, seed: int | None = None) -> Pipeline:
         """An unfitted pipeline for ``config`` (checked against :attr:`space`).
@@ -131,12 +134,18 @@ LEARNERS: Mapping[str, Learner] = {
 }  # relative costs: experiments/bench_learners.py
 
 
-def get_learner(name: str) -> Learner:
-    """The registered learner called ``name``."""
+def get_learner(name: str, task: str = "pn") -> Learner:
+    """The registered learner called ``name`` for ``task`` (``"pn"``: RFMS learners, ``"pu"``: PU learners)."""
+    if task == "pu":
+        from raytune_fed.models.pu import PU_LEARNERS as registry
+    elif task == "pn":
+        registry = LEARNERS
+    else:
+        raise ConfigError(f"unknown learner task {task!r}; known tasks: ['pn', 'pu']")
     try:
-        return LEARNERS[name]
+        return registry[name]
     except (KeyError, TypeError):
-        raise ConfigError(f"unknown learner {name!r}; known learners: {sorted(LEARNERS)}") from None
+        raise ConfigError(f"unknown learner {name!r}; known learners: {sorted(registry)}") from None
 
 
 # ---------------------------------------------------------------------------------------
