@@ -98,7 +98,7 @@ def test_unknown_learner_lists_known_names():
     ("elastic_net", {"alpha": 0.5}, r"missing parameter 'lambda'"),
     ("elastic_net", {"alpha": 0.5, "lambda": 1.0, "s": 1.0}, r"no parameters \['s'\]"),
     ("svm", {"C": 0.0, "sigma": 1.0}, r"'C'=0.0 is outside"),
-    ("svm", {"C": 1.0, "sigma": "auto"}, r"'sigma'='auto' is outside"),
+    ("svm", {"C": 1.0, "sigma": "auto"}, r"'sigma'='auto' is not a number"),
     ("random_forest", {"num_trees": 50, "min_node_size": 5, "sample_fraction": 0.5}, r"'num_trees'=50"),
     ("random_forest", {"num_trees": 100.5, "min_node_size": 5, "sample_fraction": 0.5}, r"'num_trees'=100.5"),
     ("random_forest", {"num_trees": 100, "min_node_size": 5, "sample_fraction": 0.05}, r"'sample_fraction'=0.05"),
