@@ -67,6 +67,8 @@ def _parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="rebuild the plots and report page from a results directory",
                          description="Rebuild PNG plots and index.md/index.html from DIR/results.parquet.")
     rep.add_argument("dir", help="a directory written by `raytune-fed rfms` or `raytune-fed demo`")
+    from raytune_fed.federation import _serve_cli
+    _serve_cli.add_parser(sub)
     return p
 
 
@@ -132,6 +134,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             _cmd_rfms(args)
         elif args.command == "report":
             _cmd_report(args)
+        elif args.command == "site":
+            from raytune_fed.federation import _serve_cli
+            _serve_cli.run(args)
     except RaytuneFedError as exc:
         print(f"raytune-fed: error: {exc}", file=sys.stderr)
         return 2

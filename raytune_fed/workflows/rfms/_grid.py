@@ -99,7 +99,7 @@ def _run_unit(spec: ExperimentSpec, X: np.ndarray, y: np.ndarray, curator_hosts:
     import ray
 
     from raytune_fed.workflows.rfms._experiment import run_experiment
-    from raytune_fed.federation import OpenBox, SiteClient
+    from raytune_fed.federation.legacy import OpenBox, SiteClient
 
     started = time.time()
     s = spec.settings
@@ -139,7 +139,7 @@ def run_grid(settings: RFMSSettings, *, learners: Sequence[str], reps: int = 1, 
     """Run (or resume) a grid; writes ``results.parquet`` and ``summary.json`` under ``out``."""
     from raytune_fed.models import get_learner
     from raytune_fed.runtime import connect, site_placement
-    from raytune_fed.federation import SiteHost, remote_site
+    from raytune_fed.federation.legacy import SiteHost, remote_site
 
     say = progress or (lambda _msg: None)
     plan = plan_sites(settings)
