@@ -93,6 +93,7 @@ def start_service(tmp_path: Path, data: dict[str, Any], certs: tuple[Path, Path]
     (tmp_path / "token").write_text(token + "\n")
     (tmp_path / "owner").write_text(OWNER + "\n")
     url_file = tmp_path / "url"
+    url_file.unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "raytune_fed.cli", "site", "serve", "--policy", str(policy_file), "--data",
            str(tmp_path / "site.npz"), "--token-file", str(tmp_path / "token"), "--owner-token-file",
            str(tmp_path / "owner"), "--port", "0", "--url-file", str(url_file)]

@@ -41,10 +41,15 @@ def remote_site(X: Any, y: Any, policy: Policy, *, owner_secret: str | None = No
     The actor reserves no CPU (queries are short predictions; experiment units own the
     cores) and goes to a node declaring ``site:<name>`` when the cluster has one, so the
     rows stay on the site's machine.  ``X`` and ``y`` may be ``ObjectRef``s from
-    ``ray.put`` so data is shipped once.  Give the policy a ``ledger`` file for restarts
+    ``ray.put`` so data is shipped once; arrays are put in the object store here.  The
+    returned handle keeps references to them, because Ray needs the constructor's
+    arguments again to restart the actor.  Give the policy a ``ledger`` file for restarts
     to keep the site's state.
     """
     import ray
 
+    refs = tuple(a if isinstance(a, ray.ObjectRef) else ray.put(a) for a in (X, y))
     options = {"num_cpus": 0, "max_restarts": max_restarts, "max_task_retries": 0, **site_placement(policy.name)}
-    return ray.remote(SiteActor).options(**options).remote(X, y, policy, owner_secret)
+    handle = ray.remote(SiteActor).options(**options).remote(*refs, policy, owner_secret)
+    handle._site_data = refs  # kept alive with the handle: a restart runs the constructor on them again
+    return handle
