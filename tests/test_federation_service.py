@@ -94,3 +94,40 @@ def test_site_serve_refuses_a_certificate_without_its_key(tmp_path, tls):
                            str(tmp_path / "token"), "--port", "0", "--cert", str(tls[0])],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "give both a certificate and its key" in proc.stderr
+
+
+def _simulated_answers(tmp_path, deployment):
+    from raytune_fed.federation import Schedule, Unit, start_sites
+
+    halves = {"a": (X[:80], Y[:80]), "b": (X[80:], Y[80:])}
+    template = {"curator": {"query_budget": 5}, "guard": {"k": 2}}
+    schedule = Schedule.of([Unit("o", "a", ("b",), 0)])
+    with start_sites(halves, template=template, seed=3, workdir=tmp_path / deployment, deployment=deployment) as sites:
+        assert {c.kind for c in sites.clients.values()} == {deployment}
+        for client in sites.clients.values():
+            client.declare_schedule(schedule)
+        cur = sites.clients["b"].open_session(schedule.units[0], "curator")
+        lb = sites.clients["a"].open_session(schedule.units[0], "lockbox")
+        answers = (cur.query(stump(0, 0.0)).value, lb.final_evaluation([stump(1, 0.0)]).values[0],
+                   cur.status().budget_left)
+        sites.clients["b"].close_session(cur.token, owner=sites.owner_secret)
+        with pytest.raises(QueryRefusedError, match="no open session"):
+            cur.status()
+    return answers
+
+
+@pytest.mark.parametrize("deployment", [pytest.param("actor", marks=pytest.mark.ray), "service"])
+def test_simulated_sites_answer_alike_in_every_deployment(request, tmp_path, deployment):
+    """The grid's seed, not the deployment, decides every site's answers."""
+    if deployment == "actor":
+        request.getfixturevalue("ray_session")
+    assert _simulated_answers(tmp_path, deployment) == _simulated_answers(tmp_path, "local")
+
+
+def test_a_policy_template_cannot_name_the_site(tmp_path):
+    from raytune_fed.federation import start_sites
+
+    with pytest.raises(ConfigError, match="sets neither name, seed nor ledger"):
+        start_sites({"a": (X, Y)}, template={"seed": 1}, seed=0, workdir=tmp_path)
+    with pytest.raises(ConfigError, match="unknown site deployment 'cloud'"):
+        start_sites({"a": (X, Y)}, template={}, seed=0, workdir=tmp_path, deployment="cloud")

@@ -11,6 +11,8 @@
   ``raytune-fed site serve``); :func:`load_site_directory` reads remote sites by URL.
   :func:`query_all` / :func:`final_all` fan one model record out to several sessions.
 * :class:`Schedule` / :class:`Unit` - what a grid declares to its sites once.
+* :func:`start_sites` - every site of a simulated split started under one policy
+  template, in-process, as actors or as local services (the grid plays their owners).
 * :class:`OpenBox` - the analyst's own site (full access, local training).
 
 Models travel as :class:`~raytune_fed.models.ModelRecord` (``Learner.encode``), never as
@@ -30,9 +32,11 @@ from raytune_fed.federation._records import (
     check_outgoing)
 from raytune_fed.federation._schedule import Schedule, Unit, rfms_schedule
 from raytune_fed.federation._service import SiteServer, serve
+from raytune_fed.federation._simulate import DEPLOYMENTS, SimulatedSites, site_policy, start_sites
 from raytune_fed.federation._site import Site
 
 __all__ = [
+    "DEPLOYMENTS", "SimulatedSites", "site_policy", "start_sites",
     "RECORD_TYPES", "REFUSALS", "Blob", "Bytes", "Closed", "DifferencingGuard", "Field", "FinalLosses", "Ledger",
     "LedgerEntry", "Loss", "Model", "Models", "OpenBox", "Party", "Policy", "Real", "Refusal", "Schedule",
     "ScheduleReceipt", "Session", "SessionTicket", "Site", "SiteActor", "SiteClient", "SiteServer", "SiteSession",

@@ -8,6 +8,7 @@ futures, a thread per HTTP request, eager calls in-process).
 from __future__ import annotations
 
 import os
+import socket
 import ssl
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -110,6 +111,8 @@ class HttpTransport:
                 conn = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=self.timeout, context=context)
             else:
                 conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=self.timeout)
+            conn.connect()
+            conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._local.conn = conn
         return conn
 
@@ -117,26 +120,29 @@ class HttpTransport:
         import http.client
 
         headers = {"Authorization": f"Bearer {self._token}", "Content-Type": CONTENT_TYPE}
-        for attempt in (0, 1):  # a kept-alive connection the server closed is reopened once
-            conn = self._connection()
+        retry = getattr(self._local, "conn", None) is not None  # a kept-alive connection may have been closed
+        while True:
             try:
+                conn = self._connection()
                 conn.request("POST", "/call", body=message, headers=headers)
                 response = conn.getresponse()
                 body = response.read()
-            except (http.client.HTTPException, ConnectionError) as exc:
-                conn.close()
-                self._local.conn = None
-                if attempt:
-                    raise QueryRefusedError(f"site at {self.url} is unreachable: {type(exc).__name__}") from None
-                continue
-            except (OSError, ssl.SSLError) as exc:
-                conn.close()
-                self._local.conn = None
-                raise QueryRefusedError(f"site at {self.url} is unreachable: {exc}") from None
-            if response.status != 200:
-                raise QueryRefusedError(f"site at {self.url} refused the connection: HTTP {response.status}")
-            return body
-        raise AssertionError("unreachable")
+                break
+            except (http.client.HTTPException, OSError) as exc:  # ssl.SSLError is an OSError
+                self._drop()
+                if retry and isinstance(exc, (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)):
+                    retry = False
+                    continue
+                raise QueryRefusedError(f"site at {self.url} is unreachable: {type(exc).__name__}: {exc}") from None
+        if response.status != 200:
+            raise QueryRefusedError(f"site at {self.url} refused the connection: HTTP {response.status}")
+        return body
+
+    def _drop(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+        self._local.conn = None
 
     def submit(self, message: bytes) -> Future:
         return _pool().submit(self._post, message)

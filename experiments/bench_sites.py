@@ -1,0 +1,145 @@
+"""Per-query cost of a restricted site: in-process, as a Ray actor, and as a TLS service.
+
+For each learner the openbox (``geo5_sim`` site 0) fits one model; a curator (site 1,
+211 rows x 1000 features) answers the same query ``--repeats`` times in each deployment.
+Recorded per learner: the openbox fit time, the encoding of the fitted pipeline into its
+model record, the record's size, scikit-learn's own ``predict`` time on the curator's
+rows (what the old sites ran), the site's scoring time (validation and its own
+prediction, ``Loss.seconds``), and the round trip per deployment (median), whose
+difference to the scoring time is the transport's overhead.  The guard is off (``k = 0``)
+so the repeated query is answered every time.  Writes ``results/bench_sites.json``.
+
+    python experiments/bench_sites.py            # about 3-5 minutes on 2 cores
+    python experiments/bench_sites.py --quick    # smoke run (fewer trees, 3 repeats)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def _median_time(fn, repeats):
+    times, out = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), out
+
+
+def _certificate(directory: Path) -> tuple[Path, Path]:
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
+                    str(cert), "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    return cert, key
+
+
+def _service(directory: Path, policy: dict, X, y):
+    cert, key = _certificate(directory)
+    (directory / "policy.json").write_text(json.dumps(policy))
+    np.savez(directory / "site.npz", X=X, y=y)
+    token = secrets.token_urlsafe(24)
+    (directory / "token").write_text(token)
+    url_file = directory / "url"
+    proc = subprocess.Popen([sys.executable, "-m", "raytune_fed.cli", "site", "serve", "--policy",
+                             str(directory / "policy.json"), "--data", str(directory / "site.npz"), "--token-file",
+                             str(directory / "token"), "--port", "0", "--cert", str(cert), "--key", str(key),
+                             "--url-file", str(url_file)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    while not (url_file.exists() and url_file.read_text().strip()):
+        if proc.poll() is not None:
+            raise RuntimeError(proc.stderr.read().decode())
+        time.sleep(0.1)
+    return proc, url_file.read_text().strip(), token, cert
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--out", default="results/bench_sites.json")
+    args = parser.parse_args()
+    repeats = args.repeats or (3 if args.quick else 15)
+
+    from raytune_fed.data import load_dataset
+    from raytune_fed.federation import Policy, Schedule, Site, SiteClient, Unit, remote_site
+    from raytune_fed.models import get_learner, rebuild_model
+    from raytune_fed.runtime import connect
+
+    ds = load_dataset("geo5_sim")
+    Xo, yo = ds.X[ds.sites == 0], ds.y[ds.sites == 0]
+    Xs, ys = ds.X[ds.sites == 1], ds.y[ds.sites == 1]
+    unit = Unit("s0", "s2", ("s1",), 0)
+    schedule = Schedule.of([unit])
+    trees = 500 if args.quick else 5000
+    models = [("elastic_net", "elastic_net", {"alpha": 0.5, "lambda": 0.05}),
+              ("svm", "svm", {"C": 1.0, "sigma": 1e-3}),
+              (f"random_forest_{trees}", "random_forest",
+               {"num_trees": trees, "min_node_size": 1, "sample_fraction": 1.0})]
+    base = tempfile.mkdtemp(prefix="bench-sites-")
+    policy = {"name": "s1", "seed": 1, "curator": {"query_budget": 10 ** 6}, "guard": {"k": 0},
+              "limits": {"seconds_per_query": 600.0}}
+
+    ray = connect(num_cpus=2)
+    deployments = {}
+    local_policy = {**policy, "ledger": os.path.join(base, "local.jsonl")}
+    deployments["local"] = SiteClient(Site(Xs, ys, Policy.from_mapping(local_policy)))
+    actor_policy = {**policy, "ledger": os.path.join(base, "actor.jsonl")}
+    deployments["actor"] = SiteClient(remote_site(Xs, ys, Policy.from_mapping(actor_policy)), name="s1")
+    service_dir = Path(base) / "service"
+    service_dir.mkdir()
+    proc, url, token, cert = _service(service_dir, {**policy, "ledger": str(service_dir / "ledger.jsonl")}, Xs, ys)
+    deployments["service"] = SiteClient.service(url, token=token, cafile=cert, name="s1")
+    sessions = {}
+    for kind, client in deployments.items():
+        client.declare_schedule(schedule)
+        sessions[kind] = client.open_session(unit, "curator")
+
+    results = {}
+    try:
+        for label, name, config in models:
+            learner = get_learner(name)
+            if learner.warm_up:
+                learner.warm_up()
+            start = time.perf_counter()
+            pipeline = learner.build(config, seed=0).fit(Xo, yo)
+            fit = time.perf_counter() - start
+            encode, record = _median_time(lambda: learner.encode(config, pipeline), repeats)
+            sk_predict, _ = _median_time(lambda: pipeline.predict(Xs), repeats)
+            own, _ = _median_time(lambda: rebuild_model(record, Xs.shape[1], n_rows=len(ys)).predict(Xs), repeats)
+            row = {"fit_seconds": fit, "encode_seconds": encode, "record_bytes": record.nbytes,
+                   "sklearn_predict_seconds": sk_predict, "site_predict_seconds": own, "deployments": {}}
+            for kind, session in sessions.items():
+                answers = []
+                rtt, _ = _median_time(lambda: answers.append(session.query(record)), repeats)
+                scoring = statistics.median(a.seconds for a in answers)
+                row["deployments"][kind] = {"round_trip_seconds": rtt, "site_scoring_seconds": scoring,
+                                            "overhead_seconds": rtt - scoring}
+                assert len({a.value for a in answers}) == 1
+            results[label] = row
+            print(label, json.dumps(row), flush=True)
+    finally:
+        proc.terminate()
+        proc.wait()
+        ray.shutdown()
+    out = {"dataset": "geo5_sim", "openbox_rows": int(len(yo)), "curator_rows": int(len(ys)),
+           "features": int(Xs.shape[1]), "repeats": repeats, "cpus": os.cpu_count(),
+           "load_average_1min": os.getloadavg()[0], "results": results}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=2))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
