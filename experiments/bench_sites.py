@@ -18,15 +18,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import secrets
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 
 
 def _median_time(fn, repeats):
@@ -38,32 +34,6 @@ def _median_time(fn, repeats):
     return statistics.median(times), out
 
 
-def _certificate(directory: Path) -> tuple[Path, Path]:
-    cert, key = directory / "cert.pem", directory / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
-                    str(cert), "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-                   check=True, capture_output=True)
-    return cert, key
-
-
-def _service(directory: Path, policy: dict, X, y):
-    cert, key = _certificate(directory)
-    (directory / "policy.json").write_text(json.dumps(policy))
-    np.savez(directory / "site.npz", X=X, y=y)
-    token = secrets.token_urlsafe(24)
-    (directory / "token").write_text(token)
-    url_file = directory / "url"
-    proc = subprocess.Popen([sys.executable, "-m", "raytune_fed.cli", "site", "serve", "--policy",
-                             str(directory / "policy.json"), "--data", str(directory / "site.npz"), "--token-file",
-                             str(directory / "token"), "--port", "0", "--cert", str(cert), "--key", str(key),
-                             "--url-file", str(url_file)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    while not (url_file.exists() and url_file.read_text().strip()):
-        if proc.poll() is not None:
-            raise RuntimeError(proc.stderr.read().decode())
-        time.sleep(0.1)
-    return proc, url_file.read_text().strip(), token, cert
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
@@ -73,7 +43,7 @@ def main() -> None:
     repeats = args.repeats or (3 if args.quick else 15)
 
     from raytune_fed.data import load_dataset
-    from raytune_fed.federation import Policy, Schedule, Site, SiteClient, Unit, remote_site
+    from raytune_fed.federation import Schedule, Unit, start_sites
     from raytune_fed.models import get_learner, rebuild_model
     from raytune_fed.runtime import connect
 
@@ -87,22 +57,16 @@ def main() -> None:
               ("svm", "svm", {"C": 1.0, "sigma": 1e-3}),
               (f"random_forest_{trees}", "random_forest",
                {"num_trees": trees, "min_node_size": 1, "sample_fraction": 1.0})]
-    base = tempfile.mkdtemp(prefix="bench-sites-")
-    policy = {"name": "s1", "seed": 1, "curator": {"query_budget": 10 ** 6}, "guard": {"k": 0},
-              "limits": {"seconds_per_query": 600.0}}
+    base = Path(tempfile.mkdtemp(prefix="bench-sites-"))
+    template = {"curator": {"query_budget": 10 ** 6}, "guard": {"k": 0}, "limits": {"seconds_per_query": 600.0}}
 
     ray = connect(num_cpus=2)
-    deployments = {}
-    local_policy = {**policy, "ledger": os.path.join(base, "local.jsonl")}
-    deployments["local"] = SiteClient(Site(Xs, ys, Policy.from_mapping(local_policy)))
-    actor_policy = {**policy, "ledger": os.path.join(base, "actor.jsonl")}
-    deployments["actor"] = SiteClient(remote_site(Xs, ys, Policy.from_mapping(actor_policy)), name="s1")
-    service_dir = Path(base) / "service"
-    service_dir.mkdir()
-    proc, url, token, cert = _service(service_dir, {**policy, "ledger": str(service_dir / "ledger.jsonl")}, Xs, ys)
-    deployments["service"] = SiteClient.service(url, token=token, cafile=cert, name="s1")
+    started = {kind: start_sites({"s1": (Xs, ys)}, template=template, seed=1, workdir=base / kind, deployment=kind,
+                                 tls=kind == "service")
+               for kind in ("local", "actor", "service")}
     sessions = {}
-    for kind, client in deployments.items():
+    for kind, sites in started.items():
+        client = sites.clients["s1"]
         client.declare_schedule(schedule)
         sessions[kind] = client.open_session(unit, "curator")
 
@@ -130,8 +94,8 @@ def main() -> None:
             results[label] = row
             print(label, json.dumps(row), flush=True)
     finally:
-        proc.terminate()
-        proc.wait()
+        for sites in started.values():
+            sites.close()
         ray.shutdown()
     out = {"dataset": "geo5_sim", "openbox_rows": int(len(yo)), "curator_rows": int(len(ys)),
            "features": int(Xs.shape[1]), "repeats": repeats, "cpus": os.cpu_count(),

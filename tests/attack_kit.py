@@ -8,8 +8,20 @@ site's feature count, and - the strongest assumption - the site's feature rows `
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
+from raytune_fed.errors import QueryRefusedError
+from raytune_fed.federation import REFUSALS
 from raytune_fed.models import ModelRecord
+
+FIXED_TEXTS = set(REFUSALS.values())
+
+
+def refusal(call):
+    """Run ``call``; return the refusal it raised (the test fails if it was answered)."""
+    with pytest.raises(QueryRefusedError) as info:
+        call()
+    return info.value
 
 P = 12
 

@@ -4,12 +4,11 @@
 :class:`SiteClient` and nothing else of the site (the owner's credential and ledger path
 stay on the :class:`Target` for tests that play the owner).  The service runs in its own
 process, started with ``raytune-fed site serve`` over TLS with a self-signed certificate
-made by the ``openssl`` command.
+(:func:`raytune_fed.federation.self_signed_certificate`).
 """
 
 from __future__ import annotations
 
-import os
 import secrets
 import subprocess
 import sys
@@ -73,15 +72,6 @@ def _actor(tmp_path: Path, data: dict[str, Any], ray: Any) -> Target:
     return target
 
 
-def certificate(directory: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1 (openssl command line)."""
-    cert, key = directory / "cert.pem", directory / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
-                    str(cert), "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-                   check=True, capture_output=True)
-    return cert, key
-
-
 def start_service(tmp_path: Path, data: dict[str, Any], certs: tuple[Path, Path] | None) -> tuple[Any, str, str]:
     """Start ``raytune-fed site serve`` in its own process; returns (process, url, analyst token)."""
     import json
@@ -130,7 +120,9 @@ KINDS = [pytest.param("local"), pytest.param("actor", marks=pytest.mark.ray), py
 
 @pytest.fixture(scope="session")
 def tls(tmp_path_factory: Any) -> tuple[Path, Path]:
-    return certificate(tmp_path_factory.mktemp("tls"))
+    from raytune_fed.federation import self_signed_certificate
+
+    return self_signed_certificate(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture

@@ -13,19 +13,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attack_kit import balls, box, forest, stump, with_arrays
+from attack_kit import balls, box, forest, refusal, stump, with_arrays
 from raytune_fed.errors import BudgetExhaustedError, QueryRefusedError
 from raytune_fed.federation import REFUSALS
 from site_targets import X, Y, make_target, target, tls  # noqa: F401 (fixtures)
 
-FIXED_TEXTS = set(REFUSALS.values())
-
-
-def refusal(call):
-    """Run ``call``; return the refusal it raised (the test fails if it was answered)."""
-    with pytest.raises(QueryRefusedError) as info:
-        call()
-    return info.value
 
 
 def test_crafted_classes_broadcasting_is_refused_and_charged(target):

@@ -7,7 +7,6 @@ answers is measured by ``experiments/attacks_on_41bffa9.py``.
 
 from __future__ import annotations
 
-import os
 import pickle
 import re
 import secrets
@@ -15,19 +14,12 @@ import secrets
 import numpy as np
 import pytest
 
-from attack_kit import balls, box, forest, stump, with_arrays
+from attack_kit import FIXED_TEXTS, balls, box, forest, refusal, stump, with_arrays
 from raytune_fed.errors import BudgetExhaustedError, QueryRefusedError, SealedError
-from raytune_fed.federation import REFUSALS, Schedule, SiteClient, Unit
+from raytune_fed.federation import Schedule, Unit
 from raytune_fed.federation import _wire
-from site_targets import LOCKBOX_UNIT, OWNER, SCHEDULE, UNIT, X, Y, make_target, target, tls  # noqa: F401
+from site_targets import LOCKBOX_UNIT, OWNER, SCHEDULE, UNIT, X, make_target, target, tls  # noqa: F401
 
-FIXED_TEXTS = set(REFUSALS.values())
-
-
-def refusal(call):
-    with pytest.raises(QueryRefusedError) as info:
-        call()
-    return info.value
 
 
 def _probes(cur):

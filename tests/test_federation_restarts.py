@@ -17,7 +17,7 @@ import pytest
 from attack_kit import balls, stump
 from raytune_fed.errors import BudgetExhaustedError, QueryRefusedError, SealedError
 from raytune_fed.federation import SiteClient
-from site_targets import LOCKBOX_UNIT, UNIT, X, make_target, start_service, target, tls  # noqa: F401
+from site_targets import LOCKBOX_UNIT, UNIT, X, make_target, start_service, tls  # noqa: F401
 
 
 def _use(cur, lb):

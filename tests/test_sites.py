@@ -16,7 +16,7 @@ from raytune_fed.federation import (
 from raytune_fed.models import get_learner
 from raytune_fed.random import derive
 from raytune_fed.simulation import inbag_outbag
-from site_targets import LOCKBOX_UNIT, SCHEDULE, UNIT, X, Y, make_target, target, tls  # noqa: F401
+from site_targets import UNIT, X, Y, make_target, target, tls  # noqa: F401
 
 SVM = get_learner("svm")
 

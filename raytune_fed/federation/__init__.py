@@ -32,11 +32,12 @@ from raytune_fed.federation._records import (
     check_outgoing)
 from raytune_fed.federation._schedule import Schedule, Unit, rfms_schedule
 from raytune_fed.federation._service import SiteServer, serve
-from raytune_fed.federation._simulate import DEPLOYMENTS, SimulatedSites, site_policy, start_sites
+from raytune_fed.federation._simulate import (
+    DEPLOYMENTS, SimulatedSites, self_signed_certificate, site_policy, start_sites)
 from raytune_fed.federation._site import Site
 
 __all__ = [
-    "DEPLOYMENTS", "SimulatedSites", "site_policy", "start_sites",
+    "DEPLOYMENTS", "SimulatedSites", "self_signed_certificate", "site_policy", "start_sites",
     "RECORD_TYPES", "REFUSALS", "Blob", "Bytes", "Closed", "DifferencingGuard", "Field", "FinalLosses", "Ledger",
     "LedgerEntry", "Loss", "Model", "Models", "OpenBox", "Party", "Policy", "Real", "Refusal", "Schedule",
     "ScheduleReceipt", "Session", "SessionTicket", "Site", "SiteActor", "SiteClient", "SiteServer", "SiteSession",

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-import numpy as np
-
 from raytune_fed.federation._data import site_data
 from raytune_fed.metrics.scorers import misclassification
 

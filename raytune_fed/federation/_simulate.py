@@ -8,7 +8,8 @@ side only :class:`SiteClient` objects:
 * ``"local"`` - :class:`Site` objects in this process;
 * ``"actor"`` - Ray actors (:func:`remote_site`), placed on ``site:<name>`` nodes;
 * ``"service"`` - one ``raytune-fed site serve`` process per site on this machine
-  (HTTP on 127.0.0.1, a random bearer token each), the deployment whose boundary holds.
+  (127.0.0.1, a random bearer token each; TLS with a self-signed certificate when
+  ``tls=True``), the deployment whose boundary holds.
 """
 
 from __future__ import annotations
@@ -64,8 +65,23 @@ def site_policy(template: Mapping[str, Any], name: str, seed: int, workdir: str 
     return Policy.from_mapping(data)
 
 
+def self_signed_certificate(directory: str | os.PathLike, host: str = "127.0.0.1") -> tuple[Path, Path]:
+    """A certificate and key for ``host`` (an IP address), valid two days, made with the
+    ``openssl`` command; for tests and local services only."""
+    directory = Path(directory)
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    try:
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
+                        str(cert), "-days", "2", "-subj", f"/CN={host}", "-addext", f"subjectAltName=IP:{host}"],
+                       check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise ConfigError(f"cannot make a self-signed certificate with the openssl command: {exc}") from None
+    key.chmod(0o600)
+    return cert, key
+
+
 def start_sites(sites: Mapping[str, tuple[Any, Any]], *, template: Mapping[str, Any], seed: int,
-                workdir: str | os.PathLike, deployment: str = "local") -> SimulatedSites:
+                workdir: str | os.PathLike, deployment: str = "local", tls: bool = False) -> SimulatedSites:
     """Start every site of ``sites`` (name -> (X, y)) as ``deployment``; see the module docstring."""
     if deployment not in DEPLOYMENTS:
         raise ConfigError(f"unknown site deployment {deployment!r}; known: {list(DEPLOYMENTS)}")
@@ -86,18 +102,21 @@ def start_sites(sites: Mapping[str, tuple[Any, Any]], *, template: Mapping[str, 
         for name, (X, y) in sites.items():
             clients[name] = SiteClient(remote_site(X, y, policies[name], owner_secret=owner), name=name)
     else:
-        pending = {name: _serve(workdir, policies[name], X, y, owner) for name, (X, y) in sites.items()}
+        certs = self_signed_certificate(workdir) if tls else None
+        pending = {name: _serve(workdir, policies[name], X, y, owner, certs) for name, (X, y) in sites.items()}
         try:
             for name, (proc, url_file, token) in pending.items():
                 processes.append(proc)
-                clients[name] = SiteClient.service(_wait_url(proc, url_file), token=token, name=name)
+                clients[name] = SiteClient.service(_wait_url(proc, url_file), token=token, name=name,
+                                                   cafile=None if certs is None else certs[0])
         except BaseException:
             SimulatedSites({}, owner, [p for p, _, _ in pending.values()]).close()
             raise
     return SimulatedSites(clients, owner, processes)
 
 
-def _serve(workdir: Path, policy: Policy, X: Any, y: Any, owner: str) -> tuple[Any, Path, str]:
+def _serve(workdir: Path, policy: Policy, X: Any, y: Any, owner: str,
+           certs: tuple[Path, Path] | None) -> tuple[Any, Path, str]:
     from dataclasses import asdict
 
     base = workdir / policy.name
@@ -112,10 +131,11 @@ def _serve(workdir: Path, policy: Policy, X: Any, y: Any, owner: str) -> tuple[A
         path.chmod(0o600)
     url_file = base / "url"
     url_file.unlink(missing_ok=True)
+    tls = [] if certs is None else ["--cert", str(certs[0]), "--key", str(certs[1])]
     proc = subprocess.Popen([sys.executable, "-m", "raytune_fed.cli", "site", "serve", "--policy",
                              str(base / "policy.json"), "--data", str(base / "rows.npz"), "--token-file",
                              str(base / "token"), "--owner-token-file", str(base / "owner"), "--port", "0",
-                             "--url-file", str(url_file)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                             "--url-file", str(url_file), *tls], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     return proc, url_file, token
 
 

@@ -254,7 +254,7 @@ class ForestCodec(RecordCodec):
         counts = arrays["node_count"]
         if dims["T"] != int(config["num_trees"]):
             raise RecordError(f"record has {dims['T']} trees, its configuration num_trees={config['num_trees']}")
-        if np.any(counts < 1) or int(counts.sum()) != dims["N"]:
+        if np.any(counts < 1) or np.any(counts > dims["N"]) or int(counts.sum()) != dims["N"]:
             raise RecordError("record 'node_count' must be >= 1 per tree and sum to the node arrays' length")
         starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
         owner = np.repeat(np.arange(counts.size), counts)
