@@ -50,7 +50,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from raytune_fed.errors import ConfigError, DatasetError, QueryRefusedError
 from raytune_fed.models._elasticnet import ElasticNetLogistic, warm_up
-from raytune_fed.models._records import ForestCodec, LinearCodec, ModelRecord, RBFKernelCodec, RecordCodec
+from raytune_fed.models._codecs import ForestCodec, LinearCodec, RBFKernelCodec
+from raytune_fed.models._records import ModelRecord, RecordCodec
 from raytune_fed.space import Float, Int, SearchSpace
 
 StepMaker = Callable[[Mapping[str, Any], "int | None"], list]
