@@ -51,6 +51,18 @@ def test_refusal_texts_carry_no_data(make_target):
         assert not re.search(r"\d", text.split(": ", 1)[1])
 
 
+def test_raw_refusals_are_fixed_texts_in_every_deployment(target):
+    """What the site itself sends back (not the client's rendering) is a code and its fixed text."""
+    from raytune_fed.federation._fields import model_to_wire
+
+    cur = target.curator()
+    for probe in _probes(cur):
+        message = _wire.encode({"method": "query", "args": {"session": cur.token, "mechanism": "exact",
+                                                            "model": model_to_wire(probe)}})
+        reply = _wire.decode(target.client.call_raw(message), max_bytes=1 << 20)
+        assert set(reply) == {"refused"} and reply["refused"]["message"] in FIXED_TEXTS
+
+
 def test_refusals_are_charged_and_logged_like_answers(target):
     """Old: a refusal was free, a yes/no oracle (column maximum by binary search; 15 of 32
     queries refused and uncharged).  Here each refused query costs one unit of the budget

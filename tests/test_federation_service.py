@@ -131,3 +131,14 @@ def test_a_policy_template_cannot_name_the_site(tmp_path):
         start_sites({"a": (X, Y)}, template={"seed": 1}, seed=0, workdir=tmp_path)
     with pytest.raises(ConfigError, match="unknown site deployment 'cloud'"):
         start_sites({"a": (X, Y)}, template={}, seed=0, workdir=tmp_path, deployment="cloud")
+
+
+def test_a_service_session_travels_to_another_process(make_target):
+    """Experiment units run in Ray workers: the analyst's session must pickle (no open sockets)."""
+    import pickle
+
+    t = make_target("service")
+    cur = t.curator()
+    cur.status()  # opens this thread's connection
+    copy = pickle.loads(pickle.dumps(cur))
+    assert copy.query(stump(0, 0.0)).n_rows == 128 and cur.status().n_queries == 1
