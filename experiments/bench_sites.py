@@ -6,7 +6,9 @@ Recorded per learner: the openbox fit time, the encoding of the fitted pipeline 
 model record, the record's size, scikit-learn's own ``predict`` time on the curator's
 rows (what the old sites ran), the site's scoring time (validation and its own
 prediction, ``Loss.seconds``), and the round trip per deployment (median), whose
-difference to the scoring time is the transport's overhead.  The guard is off (``k = 0``)
+difference to the scoring time is the transport's overhead; and the round trip of a
+``status`` request (no scoring, no ledger line), the bare cost of each transport.  The
+guard is off (``k = 0``)
 so the repeated query is answered every time.  Writes ``results/bench_sites.json``.
 
     python experiments/bench_sites.py            # about 3-5 minutes on 2 cores
@@ -71,6 +73,8 @@ def main() -> None:
         sessions[kind] = client.open_session(unit, "curator")
 
     results = {}
+    latency = {kind: _median_time(session.status, 5 * repeats)[0] for kind, session in sessions.items()}
+    print("status round trip", json.dumps(latency), flush=True)
     try:
         for label, name, config in models:
             learner = get_learner(name)
@@ -99,7 +103,7 @@ def main() -> None:
         ray.shutdown()
     out = {"dataset": "geo5_sim", "openbox_rows": int(len(yo)), "curator_rows": int(len(ys)),
            "features": int(Xs.shape[1]), "repeats": repeats, "cpus": os.cpu_count(),
-           "load_average_1min": os.getloadavg()[0], "results": results}
+           "load_average_1min": os.getloadavg()[0], "status_round_trip_seconds": latency, "results": results}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=2))
     print(f"wrote {args.out}")

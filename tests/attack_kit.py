@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from raytune_fed.errors import QueryRefusedError
+from raytune_fed.errors import BudgetExhaustedError, QueryRefusedError
 from raytune_fed.federation import REFUSALS
 from raytune_fed.models import ModelRecord
 
@@ -69,3 +69,29 @@ def box(feature_a: int, t_a: float, feature_b: int, t_b: float) -> ModelRecord:
 def with_arrays(record: ModelRecord, **arrays: np.ndarray) -> ModelRecord:
     """``record`` with some arrays replaced or added."""
     return ModelRecord(record.learner, dict(record.config), {**record.arrays, **arrays})
+
+
+def group_attack(cur, X: np.ndarray, k: int) -> np.ndarray:
+    """The best differencing we found within the guard: k-row group sums (a label guessed per row of ``X``).
+
+    The attacker splits all rows into groups of k and asks one ball model per group; the
+    losses give each group's count of class-1 in-bag rows up to the unknown split, and it
+    labels each group by the majority its count suggests.
+    """
+    groups = [np.arange(i, min(i + k, len(X))) for i in range(0, len(X), k)]
+    losses = {}
+    for i, g in enumerate(groups):
+        try:
+            losses[i] = cur.query(balls(X[g])).value
+        except BudgetExhaustedError:
+            break
+        except QueryRefusedError:  # the group holds fewer than k in-bag rows
+            continue
+    n = cur.n_rows
+    positives = n / 2  # the attacker's best guess of the in-bag class-1 count
+    guess = np.zeros(len(X), dtype=int)
+    for i, loss in losses.items():
+        in_bag = len(groups[i]) * n / len(X)
+        share = (positives + in_bag - loss * n) / 2 / in_bag
+        guess[groups[i]] = int(share > 0.5)
+    return guess

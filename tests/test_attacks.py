@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attack_kit import balls, box, forest, refusal, stump, with_arrays
+from attack_kit import balls, box, forest, group_attack, refusal, stump, with_arrays
 from raytune_fed.errors import BudgetExhaustedError, QueryRefusedError
 from raytune_fed.federation import REFUSALS
 from site_targets import X, Y, make_target, target, tls  # noqa: F401 (fixtures)
@@ -79,32 +79,6 @@ def test_label_differencing_across_models_is_refused(target):
     assert first.n_rows == cur.n_rows
 
 
-def _group_attack(cur, k):
-    """The best differencing we found within the guard: k-row group sums.
-
-    The attacker splits all rows into groups of k and asks one ball model per group; the
-    losses give each group's count of class-1 in-bag rows up to the unknown split, and it
-    labels each group by the majority its count suggests.
-    """
-    groups = [np.arange(i, min(i + k, len(X))) for i in range(0, len(X), k)]
-    losses = {}
-    for i, g in enumerate(groups):
-        try:
-            losses[i] = cur.query(balls(X[g])).value
-        except BudgetExhaustedError:
-            break
-        except QueryRefusedError:  # the group holds fewer than k in-bag rows
-            continue
-    n = cur.n_rows
-    positives = n / 2  # the attacker's best guess of the in-bag class-1 count
-    guess = np.zeros(len(X), dtype=int)
-    for i, loss in losses.items():
-        in_bag = len(groups[i]) * n / len(X)
-        share = (positives + in_bag - loss * n) / 2 / in_bag
-        guess[groups[i]] = int(share > 0.5)
-    return guess
-
-
 def test_group_differencing_stays_near_chance(target):
     """Within the guard (k = 5) and the budget (40 queries) the group attack labels the
     site's rows at most 15 points better than always guessing the majority class.
@@ -114,7 +88,7 @@ def test_group_differencing_stays_near_chance(target):
     are mostly refused by the guard, larger ones blur the counts.
     """
     cur = target.curator()
-    guess = _group_attack(cur, 7)
+    guess = group_attack(cur, X, 7)
     accuracy = float(np.mean(guess == Y))
     majority = max(np.mean(Y), 1 - np.mean(Y))
     assert accuracy <= majority + 0.15, (accuracy, majority)
