@@ -239,3 +239,16 @@ def test_a_new_party_type_declares_its_restricted_methods():
     assert _call(party, "_issue", role="passive", unit="u")["code"] == "unknown_method"
     events = [e["event"] for e in party._ledger.entries]
     assert events == ["session", "reverse", "refused", "refused", "refused", "refused", "refused"]
+
+
+def test_the_rfms_schedule_lists_every_role_assignment_and_replication():
+    from raytune_fed.federation import rfms_schedule
+    from raytune_fed.simulation import role_assignments
+
+    names = [f"s{i}" for i in range(5)]
+    schedule = rfms_schedule(names, role_assignments(5), reps=2)
+    assert len(schedule.units) == 5 * 4 * 2
+    mine = schedule.for_site("s0")
+    roles = [u.role_of("s0") for u in mine.values()]
+    assert roles.count("lockbox") == 4 * 2 and roles.count("curator") == 12 * 2  # openbox units are not its
+    assert schedule.digest == rfms_schedule(names, role_assignments(5), reps=2).digest
