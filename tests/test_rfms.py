@@ -13,7 +13,7 @@ from raytune_fed.errors import ConfigError, DatasetError, SplitError
 from raytune_fed.workflows.rfms import (
     METHODS, ExperimentSpec, RFMSSettings, build_grid, get_methods, run_experiment, run_grid)
 from raytune_fed.algorithms import Thresholdout
-from raytune_fed.federation import Curator, Lockbox, OpenBox, SiteClient
+from raytune_fed.federation.legacy import Curator, Lockbox, OpenBox, SiteClient
 from raytune_fed.grid import ProgressLines
 
 TINY = dict(n_init=3, n_iter=2, n_folds=3)

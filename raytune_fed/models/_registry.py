@@ -51,6 +51,8 @@ from raytune_fed.errors import ConfigError, DatasetError, QueryRefusedError
 from raytune_fed.models._elasticnet import ElasticNetLogistic, warm_up
 from raytune_fed.models._forest import ProbabilityForest
 from raytune_fed.models._forest import warm_up as forest_warm_up
+from raytune_fed.models._codecs import ForestCodec, LinearCodec, RBFKernelCodec
+from raytune_fed.models._records import ModelRecord, RecordCodec
 from raytune_fed.space import Float, Int, SearchSpace
 
 StepMaker = Callable[[Mapping[str, Any], "int | None"], list]
@@ -61,12 +63,16 @@ class Learner:
     """A named learner: its search space, how a configuration becomes a pipeline, and
     what the rest of the package derives from it.
 
-    ``step_types`` are the exact classes of the pipeline's steps (the site's admission
-    allow-list is their union over the registry); ``relative_cost`` orders a grid's cells
-    longest first; ``warm_up`` (optional) pays one-off per-process costs such as numba
-    compilation before a grid's timings start.  ``task`` is ``"pn"`` for learners fitted
-    on class labels (the RFMS learners, in :data:`LEARNERS`) and ``"pu"`` for learners
-    fitted on positive/unlabelled indicators (``raytune_fed.models.pu.PU_LEARNERS``).
+    ``record`` declares how a fitted model of this learner crosses a site boundary: the
+    names, dtypes and shapes of its arrays, their size caps, the analyst-side encoder and
+    the site's own predictor (:mod:`raytune_fed.models._records`); a learner without one
+    can be tuned locally but never sent to a site.  ``step_types`` are the exact classes
+    of the pipeline's steps (what :func:`check_allowed_model`, the legacy admission of
+    pickled pipelines, allows); ``relative_cost`` orders a grid's cells longest first;
+    ``warm_up`` (optional) pays one-off per-process costs such as numba compilation
+    before a grid's timings start.  ``task`` is ``"pn"`` for learners fitted on class
+    labels (the RFMS learners, in :data:`LEARNERS`) and ``"pu"`` for learners fitted on
+    positive/unlabelled indicators (``raytune_fed.models.pu.PU_LEARNERS``).
     """
 
     name: str
@@ -76,6 +82,13 @@ class Learner:
     relative_cost: float = 1.0
     warm_up: Callable[[], None] | None = field(default=None, repr=False, compare=False)
     task: str = "pn"
+    record: RecordCodec | None = field(default=None, repr=False, compare=False)
+
+    def encode(self, config: Mapping[str, Any], pipeline: Pipeline) -> ModelRecord:
+        """The :class:`ModelRecord` of ``pipeline`` fitted at ``config`` (what a site accepts)."""
+        from raytune_fed.models._records import encode_model
+
+        return encode_model(self.name, config, pipeline)
 
     def build(self, config: Mapping[str, Any], *, seed: int | None = None) -> Pipeline:
         """An unfitted pipeline for ``config`` (checked against :attr:`space`).
@@ -120,16 +133,17 @@ LEARNERS: Mapping[str, Learner] = {
             Float("alpha", 0.0, 1.0),
             Float("lambda", 2.0 ** -10, 2.0 ** 10, log=True))), _elastic_net_steps,
             step_types=(VarianceThreshold, StandardScaler, ElasticNetLogistic), relative_cost=3.0,
-            warm_up=warm_up),
+            warm_up=warm_up, record=LinearCodec()),
         Learner("svm", SearchSpace((
             Float("C", 2.0 ** -15, 2.0 ** 15, log=True),
             Float("sigma", 2.0 ** -15, 2.0 ** 15, log=True))), _svm_steps,
-            step_types=(VarianceThreshold, StandardScaler, SVC), relative_cost=1.0),
+            step_types=(VarianceThreshold, StandardScaler, SVC), relative_cost=1.0, record=RBFKernelCodec()),
         Learner("random_forest", SearchSpace((
             Int("num_trees", 100, 5000),
             Int("min_node_size", 1, 50),
             Float("sample_fraction", 0.1, 1.0))), _random_forest_steps,
-            step_types=(VarianceThreshold, ProbabilityForest), relative_cost=30.0, warm_up=forest_warm_up),
+            step_types=(VarianceThreshold, ProbabilityForest), relative_cost=30.0, warm_up=forest_warm_up,
+            record=ForestCodec()),
     )
 }  # relative costs: experiments/bench_learners.py
 

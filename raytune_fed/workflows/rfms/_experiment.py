@@ -21,7 +21,7 @@ from raytune_fed.random import seed_int
 from raytune_fed.workflows.rfms._methods import Method, get_methods
 from raytune_fed.workflows.rfms._spec import ExperimentSpec
 from raytune_fed.algorithms.thresholdout import Thresholdout
-from raytune_fed.federation import OpenBox, SiteClient, final_all, query_all
+from raytune_fed.federation.legacy import OpenBox, SiteClient, final_all, query_all
 
 REFERENCE_POINT = (1.0, 1.0, 1.0)
 

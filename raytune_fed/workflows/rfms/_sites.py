@@ -84,7 +84,7 @@ def start_sites(plan: SitePlan) -> SiteHandles:
     """One :class:`SiteHost` actor per site (placed on its ``site:<name>`` node when there is one)."""
     import ray
 
-    from raytune_fed.federation import SiteHost, remote_site
+    from raytune_fed.federation.legacy import SiteHost, remote_site
 
     data = tuple(tuple(ray.put(a) for a in plan.site(i)) for i in range(len(plan.site_names)))
     hosts = tuple(remote_site(SiteHost, name, *data[i]) for i, name in enumerate(plan.site_names))
@@ -101,7 +101,7 @@ def run_with_sites(spec: ExperimentSpec, sites: SiteHandles,
     """
     import ray
 
-    from raytune_fed.federation import OpenBox, SiteClient
+    from raytune_fed.federation.legacy import OpenBox, SiteClient
 
     s = spec.settings
     seeds = spec.split_seed().spawn(max(len(spec.site_names), spec.openbox + 1, spec.lockbox + 1,
