@@ -7,6 +7,6 @@ SIGTERM.  A new subcommand is a module with ``register(subparsers)``, listed in
 ``_main.COMMANDS``.
 """
 
-from raytune_fed.cli._main import main
+from raytune_fed.cli._main import main, run
 
-__all__ = ["main"]
+__all__ = ["main", "run"]

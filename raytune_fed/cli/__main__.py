@@ -1,5 +1,5 @@
-import sys
+"""``python -m raytune_fed.cli``: the same as the ``raytune-fed`` command."""
 
-from raytune_fed.cli import main
+from raytune_fed.cli import run
 
-sys.exit(main())
+run()

@@ -67,3 +67,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         if in_main:
             signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
     return 0
+
+
+def run() -> None:
+    """Console-script entry point: ``main()``, then leave with its exit code.
+
+    After an interrupt the process ends at once (``os._exit``) once its message is out:
+    Ray's own teardown at interpreter exit can abort while cancelled tasks still answer,
+    which would turn a clean 130/143 into a crash.  The cluster notices the driver's exit
+    and drops its tasks; the store holds only finished cells.
+    """
+    import os
+
+    code = main()
+    if code in (130, 143):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
