@@ -124,6 +124,18 @@ def _array(rows: Any, width: int) -> np.ndarray:
     return np.array([[float(v) for v in row] for row in rows], dtype=float).reshape(-1, width)
 
 
+def _optional(values: Any, kind: type) -> list:
+    """Survival's rank or crowding per parent; None where survival set none (infeasible parents)."""
+    return [None if v is None else kind(v) for v in values]
+
+
+def _optional_array(values: Any, kind: type, n: int) -> np.ndarray:
+    values = [None if v is None else kind(v) for v in values]
+    if len(values) != n:
+        raise ConfigError(f"malformed NSGA2 state: {len(values)} ranks or crowding values for {n} parents")
+    return np.array(values, dtype=object if None in values else kind)
+
+
 class NSGA2(SearchCore):
     """Ask/tell NSGA-II over ``space`` with ``n_objectives`` minimised objectives.
 
@@ -325,8 +337,8 @@ class NSGA2(SearchCore):
             pop = alg.pop
             state["parents"] = {"X": _floats(pop.get("X")), "F": _floats(pop.get("F")),
                                 "G": _floats(pop.get("G")) if self._pymoo_constraints else [],
-                                "rank": [int(r) for r in pop.get("rank")],
-                                "crowding": [float(c) for c in pop.get("crowding")]}
+                                "rank": _optional(pop.get("rank"), int),
+                                "crowding": _optional(pop.get("crowding"), float)}
         return state
 
     def _set_core_state(self, state: Any) -> None:
@@ -350,8 +362,8 @@ class NSGA2(SearchCore):
             if self._pymoo_constraints:
                 values["G"] = _array(parents["G"], self.n_constraints)
             Evaluator().eval(StaticProblem(algorithm.problem, **values), pop)
-            pop.set("rank", np.array(parents["rank"], dtype=int).reshape(len(P)),
-                    "crowding", np.array(parents["crowding"], dtype=float).reshape(len(P)))
+            pop.set("rank", _optional_array(parents["rank"], int, len(P)),
+                    "crowding", _optional_array(parents["crowding"], float, len(P)))
             algorithm.pop, algorithm.is_initialized, algorithm.n_iter = pop, True, generation + 1
             algorithm._set_optimum()
         self._algorithm, self._generation = algorithm, generation
