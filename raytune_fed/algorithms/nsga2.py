@@ -1,25 +1,35 @@
-"""NSGA-II as an ask/tell core around pymoo's ``NSGA2`` (no Ray).
+"""NSGA-II as an ask/tell core around pymoo's ``NSGA2`` (no Ray), on :class:`SearchCore`.
 
-A whole generation is proposed at once: :meth:`NSGA2.ask` hands out the members of the
-current generation (the initial random population, then ``population_size`` offspring);
-once every member is told, pymoo's survival (non-dominated sorting and crowding) picks
-the next parents and the next ask draws offspring.  All objectives are minimised.
+A whole generation is proposed at once: :meth:`~SearchCore.ask` hands out the members of
+the current generation (the initial population, then ``population_size`` offspring);
+once every member is told (or discarded), pymoo's survival (non-dominated sorting and
+crowding) picks the next parents and the next ask draws offspring through pymoo's own
+ask/tell.  ``ask`` returns fewer configurations than asked, even none, while the rest of a
+generation is still being evaluated.  All objectives are minimised.  The observations,
+the random stream and the constraint values live in :class:`SearchCore`; this core keeps
+only the open generation (genes, which were handed out, which observation answered each)
+and pymoo's parents.
+
+The initial population is ``points_to_evaluate`` (at most ``population_size``) topped up
+with configurations drawn uniformly over the genes.  ``n_generations`` (optional) ends
+the search: :attr:`is_finished` turns true once that many generations were evaluated.
 
 Variation (the CMOSB paper's settings): simulated binary crossover with probability 0.9
 per mating and distribution index 2, polynomial mutation with probability 0.1 per
 variable and index 20.  Genes are real numbers between the parameter's bounds (the
-logarithm for log-scaled floats); **integer genes** (``Int`` parameters and the index of a
-``Categorical``) go through the same operators and are then rounded to the nearest
-integer by a repair, pymoo's documented way to keep integer variables integer.  The
-genome then holds the exact integer, so pymoo's duplicate elimination sees repeats.  The
-paper's binary chromosomes (single-point crossover, bit flips) are not reproduced.
+logarithm for log-scaled floats); **integer genes** (``Int`` parameters, on their linear
+scale, and the index of a ``Categorical``) go through the same operators and are then
+rounded to the nearest integer by a repair, pymoo's documented way to keep integer
+variables integer.  The genome then holds the exact integer, so pymoo's duplicate
+elimination sees repeats.  The paper's binary chromosomes (single-point crossover, bit
+flips) are not reproduced.
 
-Constraints are values ``g <= 0`` (a reported metric minus its bound), handled either as
-the paper's penalty (Algorithm 3, lines 8-9: ``f_j += alpha * max(0, g)`` on the
-objective each constraint bounds, all objectives when it bounds none) or by pymoo's
-constraint domination (feasible first, then by total violation).  An evaluation with a
-non-finite objective counts as failed: every objective becomes ``FAILED_VALUE`` (and, under
-constraint domination, every constraint too).
+Constraints are told as values ``g <= 0`` (satisfied), handled either as the paper's
+penalty (Algorithm 3, lines 8-9: ``f_j += alpha * max(0, g)`` on the objective each
+constraint bounds, all objectives when it bounds none) or by pymoo's constraint
+domination (feasible first, then by total violation).  A :meth:`discard`-ed member (an
+evaluation that failed) enters survival with every objective at ``FAILED_VALUE`` (and,
+under constraint domination, every constraint too), so it ranks last.
 """
 
 from __future__ import annotations
@@ -39,14 +49,14 @@ from pymoo.operators.mutation.pm import PM
 from pymoo.problems.static import StaticProblem
 
 from raytune_fed._checks import check_float, check_int, check_share
+from raytune_fed.algorithms.base import Config, SearchCore
 from raytune_fed.errors import ConfigError
-from raytune_fed.metrics import pareto_mask
-from raytune_fed.random import as_generator, generator_from_state, generator_state, seed_int
+from raytune_fed.random import Seed
 from raytune_fed.space import Categorical, Float, Int, SearchSpace
 
-STATE_VERSION = 1
 FAILED_VALUE = 1e12
 CONSTRAINT_HANDLING = ("domination", "penalty")
+_UNTOLD, _FAILED = -1, -2  # what a generation member's observation index holds before / instead of a tell
 
 
 class _Genome:
@@ -106,42 +116,50 @@ class _IntegerRepair(Repair):
         return self.genome.repair(X)
 
 
-def _floats(values: np.ndarray) -> list:
-    """JSON-safe nested lists (infinities as strings)."""
-    return [[v if math.isfinite(v) else ("inf" if v > 0 else "-inf") for v in map(float, row)]
-            for row in np.atleast_2d(values)]
+def _floats(values: Any) -> list:
+    return [[float(v) for v in row] for row in np.atleast_2d(np.asarray(values, dtype=float))]
 
 
-def _array(rows: Sequence[Sequence[Any]], width: int) -> np.ndarray:
+def _array(rows: Any, width: int) -> np.ndarray:
     return np.array([[float(v) for v in row] for row in rows], dtype=float).reshape(-1, width)
 
 
-class NSGA2:
+def _optional(values: Any, kind: type) -> list:
+    """Survival's rank or crowding per parent; None where survival set none (infeasible parents)."""
+    return [None if v is None else kind(v) for v in values]
+
+
+def _optional_array(values: Any, kind: type, n: int) -> np.ndarray:
+    values = [None if v is None else kind(v) for v in values]
+    if len(values) != n:
+        raise ConfigError(f"malformed NSGA2 state: {len(values)} ranks or crowding values for {n} parents")
+    return np.array(values, dtype=object if None in values else kind)
+
+
+class NSGA2(SearchCore):
     """Ask/tell NSGA-II over ``space`` with ``n_objectives`` minimised objectives.
 
     Parameters
     ----------
+    space, n_objectives, seed, n_constraints, points_to_evaluate : as :class:`SearchCore`
+        (``points_to_evaluate`` join the initial population).
     population_size : parents per generation and offspring per generation (>= 2).
-    n_constraints : number of constraint values told with each evaluation.
+    n_generations : generations to evaluate before :attr:`is_finished` (None: no end).
     constraint_handling : ``"domination"`` (pymoo) or ``"penalty"`` (the paper's, ``alpha``).
     penalty : ``alpha`` of the penalty (the paper's 20).
     constrained_objectives : for the penalty, the objective index each constraint bounds
         (None: all objectives); default all None.
     crossover_prob, crossover_eta, mutation_prob, mutation_eta : variation settings.
-    seed : int seed of every random choice.
     """
 
-    def __init__(self, space: SearchSpace, n_objectives: int, *, population_size: int = 20, n_constraints: int = 0,
-                 constraint_handling: str = "domination", penalty: float = 20.0,
-                 constrained_objectives: Sequence[int | None] | None = None, crossover_prob: float = 0.9,
-                 crossover_eta: float = 2.0, mutation_prob: float = 0.1, mutation_eta: float = 20.0,
-                 seed: int = 0) -> None:
-        if not isinstance(space, SearchSpace):
-            raise ConfigError(f"space must be a SearchSpace, got {type(space).__name__}")
-        self.space = space
-        self.n_objectives = check_int("n_objectives", n_objectives, 1)
+    def __init__(self, space: SearchSpace, n_objectives: int, *, seed: Seed, population_size: int = 20,
+                 n_generations: int | None = None, n_constraints: int = 0, constraint_handling: str = "domination",
+                 penalty: float = 20.0, constrained_objectives: Sequence[int | None] | None = None,
+                 crossover_prob: float = 0.9, crossover_eta: float = 2.0, mutation_prob: float = 0.1,
+                 mutation_eta: float = 20.0, points_to_evaluate: Sequence[Mapping[str, Any]] = ()) -> None:
+        super().__init__(space, seed=seed, n_objectives=n_objectives, n_constraints=n_constraints)
         self.population_size = check_int("population_size", population_size, 2)
-        self.n_constraints = check_int("n_constraints", n_constraints, 0)
+        self.n_generations = None if n_generations is None else check_int("n_generations", n_generations, 1)
         if constraint_handling not in CONSTRAINT_HANDLING:
             raise ConfigError(f"constraint_handling must be one of {list(CONSTRAINT_HANDLING)}, "
                               f"got {constraint_handling!r}")
@@ -158,23 +176,26 @@ class NSGA2:
         self.crossover_eta = check_float("crossover_eta", crossover_eta, 0.0)
         self.mutation_prob = check_share("mutation_prob", mutation_prob, 0.0, 1.0, low_open=False)
         self.mutation_eta = check_float("mutation_eta", mutation_eta, 0.0)
-        self.seed = check_int("seed", seed, 0)
+        if isinstance(points_to_evaluate, Mapping) or not isinstance(points_to_evaluate, Sequence):
+            raise ConfigError(f"points_to_evaluate must be a list of configurations, got {points_to_evaluate!r:.200}")
+        self.points_to_evaluate = space.normalize(points_to_evaluate, "a point to evaluate")
+        if len(self.points_to_evaluate) > self.population_size:
+            raise ConfigError(f"points_to_evaluate has {len(self.points_to_evaluate)} configurations, more than "
+                              f"population_size={self.population_size}")
         self._genome = _Genome(space)
-        self._algorithm = self._build(as_generator(self.seed))
-        self._generation = 0                      # generations whose offspring were all told
-        self._gen_X = np.empty((0, space.dim))    # members of the current generation
-        self._gen_F = np.empty((0, self.n_objectives))
-        self._gen_G = np.empty((0, self.n_constraints))
-        self._told = np.zeros(0, dtype=bool)
-        self._asked = np.zeros(0, dtype=bool)
-        self._history: list[tuple[dict[str, Any], list[float], list[float]]] = []
+        self._algorithm = self._build()
+        self._generation = 0                                   # generations whose members were all told
+        self._gen_X = np.empty((0, space.dim))                 # genes of the open generation's members
+        self._asked = np.zeros(0, dtype=bool)                  # handed out by ask
+        self._obs = np.zeros(0, dtype=int)                     # observation index, _UNTOLD or _FAILED
+        self._members: list[Config] = []                       # the members as configurations
 
     # ------------------------------------------------------------------ pymoo
     @property
     def _pymoo_constraints(self) -> int:
         return self.n_constraints if self.constraint_handling == "domination" else 0
 
-    def _build(self, rng: np.random.Generator) -> PymooNSGA2:
+    def _build(self) -> PymooNSGA2:
         g = self._genome
         problem = Problem(n_var=self.space.dim, n_obj=self.n_objectives, n_ieq_constr=self._pymoo_constraints,
                           xl=g.lower, xu=g.upper)
@@ -182,173 +203,168 @@ class NSGA2:
                                crossover=SBX(prob=self.crossover_prob, eta=self.crossover_eta),
                                mutation=PM(prob=1.0, prob_var=self.mutation_prob, eta=self.mutation_eta),
                                repair=_IntegerRepair(g), eliminate_duplicates=True)
-        algorithm.setup(problem, termination=NoTermination(), seed=seed_int(rng))
-        algorithm.random_state = rng
+        algorithm.setup(problem, termination=NoTermination(), seed=0)
+        algorithm.random_state = self._rng  # the base's stream: saved and restored with the core
         return algorithm
 
-    def _next_generation(self) -> None:
+    def _initial_population(self) -> np.ndarray:
+        """``points_to_evaluate`` then uniform draws (integers uniform over their values)."""
+        g = self._genome
+        n = self.population_size - len(self.points_to_evaluate)
+        low = np.where(g.integer, g.lower - 0.5, g.lower)
+        high = np.where(g.integer, g.upper + 0.5, g.upper)
+        drawn = low + self._rng.random((n, self.space.dim)) * (high - low)
+        forced = [g.encode(c) for c in self.points_to_evaluate]
+        return g.repair(np.vstack(forced + [drawn]) if forced else drawn)
+
+    def _open_generation(self) -> None:
+        if not self._algorithm.is_initialized:
+            self._algorithm.initialization.sampling = self._initial_population()
         pop = self._algorithm.ask()
         X = np.asarray(pop.get("X"), dtype=float) if pop is not None else np.empty((0, self.space.dim))
-        self._gen_X = X
-        self._gen_F = np.full((len(X), self.n_objectives), np.nan)
-        self._gen_G = np.zeros((len(X), self.n_constraints))
-        self._told = np.zeros(len(X), dtype=bool)
-        self._asked = np.zeros(len(X), dtype=bool)
+        self._set_generation(X, np.zeros(len(X), dtype=bool), np.full(len(X), _UNTOLD))
 
-    def _finish_generation(self) -> None:
-        F, G = self._gen_F.copy(), self._gen_G.copy()
+    def _set_generation(self, X: np.ndarray, asked: np.ndarray, obs: np.ndarray) -> None:
+        self._gen_X, self._asked, self._obs = X, asked, obs
+        self._members = self.space.normalize([self._genome.decode(x) for x in X]) if len(X) else []
+        if self._generation == 0:  # the points to evaluate exactly as given, not through log/exp
+            for i, point in enumerate(self.points_to_evaluate[:len(X)]):
+                if np.allclose(X[i], self._genome.encode(point), rtol=1e-12, atol=1e-12):
+                    self._members[i] = dict(point)
+
+    def _close_generation(self) -> None:
+        told = self._obs >= 0
+        F = np.full((len(self._gen_X), self.n_objectives), FAILED_VALUE)
+        G = np.zeros((len(self._gen_X), self.n_constraints))
+        F[told], G[told] = self._Y[self._obs[told]], self._G[self._obs[told]]
         if self.constraint_handling == "penalty":
             for j, target in enumerate(self.constrained_objectives):
-                extra = self.penalty * np.maximum(0.0, G[:, j])
+                extra = self.penalty * np.maximum(0.0, G[told, j])
                 if target is None:
-                    F += extra[:, None]
+                    F[told] += extra[:, None]
                 else:
-                    F[:, target] += extra
+                    F[told, target] += extra
         pop = Population.new("X", self._gen_X)
         values = {"F": F}
         if self._pymoo_constraints:
+            G[~told] = FAILED_VALUE
             values["G"] = G
         Evaluator().eval(StaticProblem(self._algorithm.problem, **values), pop)
         self._algorithm.tell(infills=pop)
         self._generation += 1
-        self._gen_X = np.empty((0, self.space.dim))
-        self._told = np.zeros(0, dtype=bool)
-        self._asked = np.zeros(0, dtype=bool)
+        self._set_generation(np.empty((0, self.space.dim)), np.zeros(0, dtype=bool), np.zeros(0, dtype=int))
 
-    # ------------------------------------------------------------------ ask / tell
+    # ------------------------------------------------------------------ the protocol
     @property
     def generation(self) -> int:
         """Number of completed generations (the initial population is generation 1)."""
         return self._generation
 
-    def ask(self, n: int = 1, pending: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
-        """Up to ``n`` members of the current generation not handed out yet.
+    @property
+    def is_finished(self) -> bool:
+        """True once ``n_generations`` generations were evaluated."""
+        return self.n_generations is not None and self._generation >= self.n_generations
 
-        Returns fewer (possibly none) when the rest of the generation is still being
-        evaluated: the next generation needs all of its results.  ``pending`` is accepted
-        for the protocol's shape; a generation's members are all proposed already.
-        """
-        n = check_int("n", n, 1)
-        if len(self._gen_X) == 0:
-            self._next_generation()
-        free = np.flatnonzero(~self._asked)[:n]
-        self._asked[free] = True
-        return [self._genome.decode(self._gen_X[i]) for i in free]
-
-    def tell(self, configs: Sequence[Mapping[str, Any]], Y: Any, constraints: Any = None) -> None:
-        """Objective values ``Y`` ``(n, n_objectives)`` (and ``(n, n_constraints)`` values) of asked configs."""
-        configs = list(configs)
-        Y = np.atleast_2d(np.asarray(Y, dtype=float)).reshape(len(configs), -1)
-        if Y.shape[1] != self.n_objectives:
-            raise ConfigError(f"expected {self.n_objectives} objective values per configuration, got {Y.shape[1]}")
-        if constraints is None:
-            if self.n_constraints:
-                raise ConfigError(f"this core has {self.n_constraints} constraints; tell needs their values")
-            G = np.zeros((len(configs), 0))
-        else:
-            G = np.atleast_2d(np.asarray(constraints, dtype=float)).reshape(len(configs), -1)
-            if G.shape[1] != self.n_constraints:
-                raise ConfigError(f"expected {self.n_constraints} constraint values per configuration, got {G.shape[1]}")
-        for config, y, g in zip(configs, Y, G):
-            i = self._member(config)
-            failed = not np.all(np.isfinite(y)) or not np.all(np.isfinite(g))
-            if failed:
-                y = np.full(self.n_objectives, FAILED_VALUE)
-                g = np.full(self.n_constraints, FAILED_VALUE if self._pymoo_constraints else 0.0)
-            self._gen_F[i], self._gen_G[i], self._told[i] = y, g, True
-            self._history.append((self._genome.decode(self._gen_X[i]), y.tolist(), g.tolist()))
-        if len(self._told) and self._told.all():
-            self._finish_generation()
-
-    def _member(self, config: Mapping[str, Any]) -> int:
-        x = self._genome.encode(config)
-        hits = np.flatnonzero(self._asked & ~self._told & np.all(np.isclose(self._gen_X, x, rtol=1e-12,
-                                                                              atol=1e-12), axis=1))
-        if hits.size == 0:
-            raise ConfigError(f"configuration {dict(config)!r} is not an asked, untold member of generation "
-                              f"{self._generation + 1}")
-        return int(hits[0])
-
-    # ------------------------------------------------------------------ results
-    def history(self) -> list[tuple[dict[str, Any], list[float], list[float]]]:
-        """Every told ``(config, objectives, constraints)``, in telling order (failures as FAILED_VALUE)."""
-        return [(dict(c), list(y), list(g)) for c, y, g in self._history]
-
-    def population(self) -> list[dict[str, Any]]:
+    def population(self) -> list[Config]:
         """The current parents (after the last completed generation)."""
         pop = self._algorithm.pop
         return [] if pop is None or not self._generation else [self._genome.decode(x) for x in pop.get("X")]
 
-    def pareto_front(self) -> tuple[list[dict[str, Any]], np.ndarray]:
-        """Non-dominated told configurations among the feasible ones (all, if none is feasible)."""
-        if not self._history:
-            return [], np.empty((0, self.n_objectives))
-        Y = np.array([y for _, y, _ in self._history])
-        G = np.array([g for _, _, g in self._history]).reshape(len(Y), -1)
-        feasible = np.all(G <= 0.0, axis=1) & np.all(Y < FAILED_VALUE, axis=1)
-        keep = np.flatnonzero(feasible) if feasible.any() else np.arange(len(Y))
-        mask = pareto_mask(Y[keep])
-        return [dict(self._history[i][0]) for i in keep[mask]], Y[keep[mask]]
+    def _propose(self, n: int, pending: list[Config]) -> list[Config]:
+        # pending is not needed: the open generation's members are all distinct and known here
+        if len(self._gen_X) == 0:
+            self._open_generation()
+        free = np.flatnonzero(~self._asked)[:n]
+        self._asked[free] = True
+        return [dict(self._members[i]) for i in free]
+
+    def _on_tell(self, configs: list[Config], Y: np.ndarray, G: np.ndarray) -> None:
+        if not configs:
+            return
+        try:
+            slots = self._slots(configs)
+        except ConfigError:  # take the just-stored observations back: the core stays as it was
+            n = len(configs)
+            del self._configs[-n:]
+            self._Y, self._G = self._Y[:-n], self._G[:-n]
+            raise
+        self._obs[slots] = np.arange(self.n_told - len(configs), self.n_told)
+        self._close_if_complete()
+
+    def discard(self, configs: Sequence[Mapping[str, Any]]) -> None:
+        """Members that will never be told: they enter survival as failures (ranked last)."""
+        if isinstance(configs, Mapping) or not isinstance(configs, Sequence):
+            raise ConfigError(f"configs must be a list of configurations, got {configs!r:.200}")
+        configs = self.space.normalize(configs, "a discarded configuration")
+        if configs:
+            self._obs[self._slots(configs)] = _FAILED
+            self._close_if_complete()
+
+    def _slots(self, configs: list[Config]) -> list[int]:
+        """The open generation's asked, untold member of each configuration (each at most once)."""
+        taken: list[int] = []
+        for config in configs:
+            slot = next((i for i, m in enumerate(self._members)
+                         if self._asked[i] and self._obs[i] == _UNTOLD and i not in taken and m == config), None)
+            if slot is None:
+                raise ConfigError(f"configuration {config!r} is not an asked, untold member of generation "
+                                  f"{self._generation + 1}")
+            taken.append(slot)
+        return taken
+
+    def _close_if_complete(self) -> None:
+        if len(self._obs) and (self._obs != _UNTOLD).all():
+            self._close_generation()
 
     # ------------------------------------------------------------------ state
     def _settings(self) -> dict[str, Any]:
-        return {"n_objectives": self.n_objectives, "population_size": self.population_size,
-                "n_constraints": self.n_constraints, "constraint_handling": self.constraint_handling,
+        return {**super()._settings(), "population_size": self.population_size,
+                "n_generations": self.n_generations, "constraint_handling": self.constraint_handling,
                 "penalty": self.penalty, "constrained_objectives": list(self.constrained_objectives),
                 "crossover_prob": self.crossover_prob, "crossover_eta": self.crossover_eta,
-                "mutation_prob": self.mutation_prob, "mutation_eta": self.mutation_eta, "seed": self.seed,
-                "parameters": self.space.names}
+                "mutation_prob": self.mutation_prob, "mutation_eta": self.mutation_eta,
+                "points_to_evaluate": [dict(c) for c in self.points_to_evaluate]}
 
-    def get_state(self) -> dict[str, Any]:
-        """Explicit, versioned, JSON-safe state: parents, the open generation, history, random stream."""
+    def _core_state(self) -> dict[str, Any]:
+        """The open generation and pymoo's parents (with their survival rank and crowding)."""
         alg = self._algorithm
-        pop = alg.pop if self._generation else None
         state: dict[str, Any] = {
-            "version": STATE_VERSION, "kind": "NSGA2", "settings": self._settings(), "generation": self._generation,
-            "rng": generator_state(alg.random_state),
-            "open": {"X": _floats(self._gen_X), "F": _floats(self._gen_F), "G": _floats(self._gen_G),
-                     "told": self._told.tolist(), "asked": self._asked.tolist()},
-            "history": [[c, y, g] for c, y, g in self._history], "parents": None}
-        if pop is not None:
+            "generation": self._generation,
+            "open": {"X": _floats(self._gen_X) if len(self._gen_X) else [], "asked": self._asked.tolist(),
+                     "observation": self._obs.tolist()},
+            "parents": None}
+        if self._generation:
+            pop = alg.pop
             state["parents"] = {"X": _floats(pop.get("X")), "F": _floats(pop.get("F")),
                                 "G": _floats(pop.get("G")) if self._pymoo_constraints else [],
-                                "rank": [int(r) for r in pop.get("rank")], "crowding": _floats(pop.get("crowding")[None, :])[0]}
+                                "rank": _optional(pop.get("rank"), int),
+                                "crowding": _optional(pop.get("crowding"), float)}
         return state
 
-    def set_state(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`get_state`'s output into a core built with the same settings."""
-        try:
-            if state["version"] != STATE_VERSION or state["kind"] != "NSGA2":
-                raise ConfigError(f"not an NSGA2 state of version {STATE_VERSION}: "
-                                  f"{state.get('kind')!r} v{state.get('version')!r}")
-            if dict(state["settings"]) != self._settings():
-                raise ConfigError(f"state settings {state['settings']!r} differ from this core's {self._settings()!r}")
-            rng = generator_from_state(state["rng"])
-            algorithm = self._build(np.random.default_rng(0))
-            parents = state["parents"]
-            if parents is not None:
-                X = _array(parents["X"], self.space.dim)
-                pop = Population.new("X", X)
-                values = {"F": _array(parents["F"], self.n_objectives)}
-                if self._pymoo_constraints:
-                    values["G"] = _array(parents["G"], self.n_constraints)
-                Evaluator().eval(StaticProblem(algorithm.problem, **values), pop)
-                pop.set("rank", np.array(parents["rank"], dtype=int),
-                        "crowding", _array([parents["crowding"]], len(X))[0])
-                algorithm.pop, algorithm.is_initialized, algorithm.n_iter = pop, True, int(state["generation"])
-                algorithm._set_optimum()
-            algorithm.random_state = rng
-            opened = state["open"]
-            gen_X = _array(opened["X"], self.space.dim)
-            self._gen_F = _array(opened["F"], self.n_objectives) if len(gen_X) else np.empty((0, self.n_objectives))
-            self._gen_G = _array(opened["G"], self.n_constraints) if len(gen_X) else np.empty((0, self.n_constraints))
-            self._told = np.array(opened["told"], dtype=bool)
-            self._asked = np.array(opened["asked"], dtype=bool)
-            self._gen_X = gen_X
-            self._history = [(dict(c), [float(v) for v in y], [float(v) for v in g]) for c, y, g in state["history"]]
-            self._generation = int(state["generation"])
-            self._algorithm = algorithm
-        except (KeyError, TypeError, ValueError) as exc:
-            if isinstance(exc, ConfigError):
-                raise
-            raise ConfigError(f"malformed NSGA2 state ({exc!r})") from None
+    def _set_core_state(self, state: Any) -> None:
+        generation = check_int("generation", state["generation"], 0)
+        opened = state["open"]
+        X = _array(opened["X"], self.space.dim)
+        asked = np.array(opened["asked"], dtype=bool).reshape(-1)
+        obs = np.array(opened["observation"], dtype=int).reshape(-1)
+        if not (len(asked) == len(obs) == len(X)) or ((obs < _FAILED) | (obs >= self.n_told)).any() \
+                or (asked < (obs != _UNTOLD)).any():
+            raise ConfigError("malformed NSGA2 state: the open generation's genes, asked flags and observations "
+                              "do not fit together")
+        algorithm = self._build()
+        parents = state["parents"]
+        if (parents is None) != (generation == 0):
+            raise ConfigError(f"malformed NSGA2 state: generation {generation} with parents={parents is not None}")
+        if parents is not None:
+            P = _array(parents["X"], self.space.dim)
+            pop = Population.new("X", P)
+            values = {"F": _array(parents["F"], self.n_objectives)}
+            if self._pymoo_constraints:
+                values["G"] = _array(parents["G"], self.n_constraints)
+            Evaluator().eval(StaticProblem(algorithm.problem, **values), pop)
+            pop.set("rank", _optional_array(parents["rank"], int, len(P)),
+                    "crowding", _optional_array(parents["crowding"], float, len(P)))
+            algorithm.pop, algorithm.is_initialized, algorithm.n_iter = pop, True, generation + 1
+            algorithm._set_optimum()
+        self._algorithm, self._generation = algorithm, generation
+        self._set_generation(X, asked, obs)
