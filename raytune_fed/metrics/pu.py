@@ -125,8 +125,10 @@ def _check_evaluator(evaluator: str) -> None:
         raise ConfigError(f"unknown evaluator {evaluator!r}; known evaluators: {list(EVALUATORS)}")
 
 
-def _check_prior(prior: Any) -> float:
-    if isinstance(prior, bool) or not isinstance(prior, (int, float, np.number)) or not 0.0 < float(prior) < 1.0:
+def check_prior(prior: Any) -> float:
+    """A class prior in ``(0, 1)``: the share of positives among the unlabelled rows."""
+    if isinstance(prior, (bool, np.bool_)) or not isinstance(prior, (int, float, np.number)) \
+            or not 0.0 < float(prior) < 1.0:
         raise ConfigError(f"prior must be a number in (0, 1), got {prior!r}")
     return float(prior)
 
@@ -135,7 +137,7 @@ def _risk_terms(s: Any, decision: Any, prior: Any, loss: str) -> tuple[float, fl
     """``pi``, ``R_p^+``, ``R_p^-``, ``R_u^-`` for a decision function (positive iff > 0)."""
     if loss not in RISK_LOSSES:
         raise ConfigError(f"unknown loss {loss!r}; known losses: {list(RISK_LOSSES)}")
-    pi = _check_prior(prior)
+    pi = check_prior(prior)
     labelled, f = _pu_pair(s, decision, "decision values")
     fp, fu = f[labelled], f[~labelled]
     if loss == "zero_one":
