@@ -13,6 +13,7 @@ from raytune_fed.metrics import (
     DensityRatio,
     auc,
     auc_pu,
+    bounded_scores,
     control_variate,
     ipm_pu,
     nnpu_risk,
@@ -55,6 +56,14 @@ def test_upu_and_nnpu_risks_on_a_hand_made_example():
     sig = upu_risk(S, decision, 0.2, loss="sigmoid")
     fp, fu = decision[:2], decision[2:]
     assert sig == pytest.approx(0.2 * expit(-fp).mean() - 0.2 * expit(fp).mean() + expit(fu).mean())
+
+
+def test_bounded_scores_are_a_scale_free_sigmoid():
+    z = np.sqrt(1.5)                                           # [0, 1, 2] standardised: [-z, 0, z]
+    assert bounded_scores([0.0, 1.0, 2.0]) == pytest.approx(expit([-z, 0.0, z]))
+    assert bounded_scores([0.0, 10.0, 20.0]) == pytest.approx(bounded_scores([5.0, 6.0, 7.0]))
+    assert bounded_scores([3.0, 3.0]).tolist() == [0.5, 0.5]
+    assert ipm_pu(S, bounded_scores(SCORES * 100)) == pytest.approx(ipm_pu(S, bounded_scores(SCORES)))
 
 
 def test_control_variate_closed_form():

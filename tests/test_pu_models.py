@@ -200,7 +200,7 @@ BAD_INPUT = [
     (lambda: UPU(prior=1.0).fit(*_pu_problem()[:2]), r"prior must be a number in \(0, 1\), got 1.0"),
     (lambda: UPU(lam=0).fit(*_pu_problem()[:2]), r"lam must be a finite number > 0, got 0"),
     (lambda: UPU(basis="rbf").fit(*_pu_problem()[:2]), r"basis must be one of \['lm', 'gauss'\], got 'rbf'"),
-    (lambda: NNPU(gamma=1.5).fit(*_pu_problem()[:2]), r"gamma must be a finite number >= 0.0 and <= 1.0, got 1.5"),
+    (lambda: NNPU(gamma=1.5).fit(*_pu_problem()[:2]), r"gamma must be in \[0, 1\], got 1.5"),
     (lambda: NNPU(beta=-0.1).fit(*_pu_problem()[:2]), r"beta must be a finite number >= 0.0, got -0.1"),
     (lambda: NNPU(hidden_layer_sizes=(0,)).fit(*_pu_problem()[:2]), r"hidden_layer_sizes must be a tuple"),
     (lambda: UPU().fit(_pu_problem()[0], np.zeros(600)), r"s needs labelled \(1\) and unlabelled \(0\) rows; got one "

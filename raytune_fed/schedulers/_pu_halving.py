@@ -51,7 +51,7 @@ from ray.tune.schedulers import TrialScheduler
 
 from raytune_fed._checks import check_int
 from raytune_fed.algorithms.halving import SuccessiveHalving
-from raytune_fed.algorithms.schedules import DEFAULT_ETA0, DEFAULT_MU
+from raytune_fed.algorithms.schedules import DEFAULT_ETA0, DEFAULT_MU, RungTable
 from raytune_fed.errors import ConfigError
 from raytune_fed.types import Objective, check_direction
 
@@ -104,15 +104,18 @@ class PUHalvingScheduler(TrialScheduler):
         return [r.n_rows for r in self._core.table.rungs]
 
     @property
-    def table(self):
+    def table(self) -> RungTable:
+        """The rung table (rounds, configurations per round, rows per configuration)."""
         return self._core.table
 
     @property
     def rows_used(self) -> int:
+        """Rows of every rung job issued so far (never above ``budget_samples``)."""
         return self._core.rows_used
 
     @property
     def is_finished(self) -> bool:
+        """True once every rung is complete or the time budget is spent."""
         return self._core.is_finished
 
     @property

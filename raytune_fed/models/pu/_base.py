@@ -17,15 +17,19 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from raytune_fed._checks import check_float
 from raytune_fed.errors import ConfigError
+from raytune_fed.metrics.pu import check_prior
 
 
-def check_prior(prior: Any) -> float:
-    """A class prior in ``(0, 1)`` (the share of positives among the unlabelled rows)."""
-    if isinstance(prior, (bool, np.bool_)) or not isinstance(prior, (int, float, np.number)) \
-            or not 0.0 < float(prior) < 1.0:
-        raise ConfigError(f"prior must be a number in (0, 1), got {prior!r}")
-    return float(prior)
+__all__ = ["PUClassifier", "check_positive", "check_prior", "check_pu_labels"]
+
+
+def check_positive(name: str, value: Any) -> float:
+    """A finite number > 0 (``check_float`` allows 0)."""
+    if check_float(name, value, 0.0) == 0.0:
+        raise ConfigError(f"{name} must be a finite number > 0, got {value!r}")
+    return float(value)
 
 
 def check_pu_labels(s: Any) -> np.ndarray:

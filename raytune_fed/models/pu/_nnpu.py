@@ -26,18 +26,11 @@ from typing import Any
 import numpy as np
 from scipy.special import expit
 
+from raytune_fed._checks import check_float, check_int, check_share
 from raytune_fed.errors import ConfigError
-from raytune_fed.models.pu._base import PUClassifier, check_prior
+from raytune_fed.models.pu._base import PUClassifier, check_positive, check_prior
 
 _ADAM_B1, _ADAM_B2, _ADAM_EPS = 0.9, 0.999, 1e-8
-
-
-def _check_number(name: str, value: Any, low: float, high: float | None = None, *, low_open: bool = False) -> None:
-    ok = not isinstance(value, (bool, np.bool_)) and isinstance(value, (int, float, np.number)) \
-        and math.isfinite(value) and (value > low if low_open else value >= low) and (high is None or value <= high)
-    if not ok:
-        rule = f"{'>' if low_open else '>='} {low}" + ("" if high is None else f" and <= {high}")
-        raise ConfigError(f"{name} must be a finite number {rule}, got {value!r}")
 
 
 class NNPU(PUClassifier):
@@ -66,14 +59,12 @@ class NNPU(PUClassifier):
 
     def _check_params(self) -> float:
         pi = check_prior(self.prior)
-        _check_number("gamma", self.gamma, 0.0, 1.0)
-        _check_number("beta", self.beta, 0.0)
-        _check_number("learning_rate", self.learning_rate, 0.0, low_open=True)
-        _check_number("weight_decay", self.weight_decay, 0.0)
-        for name in ("n_epochs", "batch_size"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ConfigError(f"{name} must be an integer >= 1, got {v!r}")
+        check_share("gamma", self.gamma, 0.0, 1.0, low_open=False)
+        check_float("beta", self.beta, 0.0)
+        check_positive("learning_rate", self.learning_rate)
+        check_float("weight_decay", self.weight_decay, 0.0)
+        check_int("n_epochs", self.n_epochs, 1)
+        check_int("batch_size", self.batch_size, 1)
         sizes = self.hidden_layer_sizes
         if not isinstance(sizes, (tuple, list)) or not all(
                 isinstance(h, (int, np.integer)) and not isinstance(h, bool) and h >= 1 for h in sizes):

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 from sklearn.utils.validation import validate_data
 
+from raytune_fed._checks import check_int
 from raytune_fed.errors import ConfigError
 from raytune_fed.metrics.scorers import log_loss
 from raytune_fed.models.pu._base import PUClassifier, check_pu_labels
@@ -58,8 +59,7 @@ class SupervisedPU(PUClassifier):
     def fit(self, X: Any, s: Any, X_val: Any = None, s_val: Any = None) -> SupervisedPU:
         import optuna
 
-        if isinstance(self.n_trials, bool) or not isinstance(self.n_trials, (int, np.integer)) or self.n_trials < 1:
-            raise ConfigError(f"n_trials must be an integer >= 1, got {self.n_trials!r}")
+        check_int("n_trials", self.n_trials, 1)
         X, s = self._validate_fit(X, s)
         if (X_val is None) != (s_val is None):
             raise ConfigError("give both X_val and s_val, or neither")

@@ -37,7 +37,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import validate_data
 
-from raytune_fed.errors import ConfigError
+from raytune_fed._checks import check_float, check_int
 from raytune_fed.models.pu._base import check_pu_labels
 from raytune_fed.models.pu._elkanoto import set_priors
 
@@ -69,11 +69,8 @@ class TIcE(BaseEstimator):
 
     def _check_params(self) -> None:
         for name, low in (("n_folds", 2), ("n_iterations", 1), ("max_splits", 0), ("min_rows", 1)):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
-                raise ConfigError(f"{name} must be an integer >= {low}, got {v!r}")
-        if isinstance(self.k, bool) or not isinstance(self.k, (int, float, np.number)) or not self.k >= 0:
-            raise ConfigError(f"k must be a number >= 0, got {self.k!r}")
+            check_int(name, getattr(self, name), low)
+        check_float("k", self.k, 0.0)
 
     def fit(self, X: Any, s: Any) -> TIcE:
         self._check_params()

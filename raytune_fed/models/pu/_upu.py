@@ -31,8 +31,9 @@ from typing import Any
 
 import numpy as np
 
+from raytune_fed._checks import check_int
 from raytune_fed.errors import ConfigError
-from raytune_fed.models.pu._base import PUClassifier, check_prior
+from raytune_fed.models.pu._base import PUClassifier, check_positive, check_prior
 
 BASES = ("lm", "gauss")
 
@@ -60,13 +61,10 @@ class UPU(PUClassifier):
 
     def _check_params(self) -> float:
         pi = check_prior(self.prior)
-        lam = self.lam
-        if isinstance(lam, bool) or not isinstance(lam, (int, float, np.number)) or not np.isfinite(lam) or lam <= 0:
-            raise ConfigError(f"lam must be a finite number > 0, got {lam!r}")
+        check_positive("lam", self.lam)
         if self.basis not in BASES:
             raise ConfigError(f"basis must be one of {list(BASES)}, got {self.basis!r}")
-        if isinstance(self.n_basis, bool) or not isinstance(self.n_basis, (int, np.integer)) or self.n_basis < 1:
-            raise ConfigError(f"n_basis must be an integer >= 1, got {self.n_basis!r}")
+        check_int("n_basis", self.n_basis, 1)
         return pi
 
     def _features(self, X: np.ndarray) -> np.ndarray:

@@ -62,10 +62,12 @@ def estimate_prior(split: PUSplit, seed: Any) -> float:
 
 def thin(configs: list[dict[str, Any]], max_configs: int | None) -> list[dict[str, Any]]:
     """``max_configs`` configurations evenly spaced over ``configs`` (all of them when None)."""
-    if max_configs is None or max_configs >= len(configs):
+    if max_configs is None:
         return configs
     if isinstance(max_configs, bool) or not isinstance(max_configs, int) or max_configs < 1:
         raise ConfigError(f"max_configs must be an integer >= 1 or None, got {max_configs!r}")
+    if max_configs >= len(configs):
+        return configs
     return [configs[i] for i in np.unique(np.linspace(0, len(configs) - 1, max_configs).round().astype(int))]
 
 

@@ -24,7 +24,7 @@ import numpy as np
 from raytune_fed.algorithms.halving import SuccessiveHalving
 from raytune_fed.algorithms.schedules import DEFAULT_ETA0, DEFAULT_MU, check_schedule
 from raytune_fed.errors import ConfigError
-from raytune_fed.metrics import DensityRatio, auc, pu_score
+from raytune_fed.metrics import DensityRatio, auc, bounded_scores, pu_score
 from raytune_fed.metrics.pu import EVALUATORS
 from raytune_fed.models import get_learner
 from raytune_fed.models.pu import grid_configs
@@ -66,6 +66,7 @@ class SearchResult:
     value: float
     test_auc: float
     rows_used: int
+    rows_fed: int
     rows_final: int
     seconds: float
     n_failed: int
@@ -96,8 +97,10 @@ def nested_order(s: np.ndarray, seed: Any) -> np.ndarray:
     return np.concatenate([lab, unl])[np.argsort(keys, kind="stable")]
 
 
-def _scores(model: Any, X: np.ndarray) -> np.ndarray:
-    return model.predict_proba(X)[:, 1]
+def validation_scores(model: Any, X: np.ndarray) -> np.ndarray:
+    """What the evaluators score: the standardised sigmoid of the decision function (see
+    :func:`raytune_fed.metrics.pu.bounded_scores`; AUC_PU is the same on raw values)."""
+    return bounded_scores(model.decision_function(X))
 
 
 def run_ode(split: PUSplit, settings: ODESettings, *, prior: float, seed: Any,
@@ -116,7 +119,7 @@ def run_ode(split: PUSplit, settings: ODESettings, *, prior: float, seed: Any,
         ntc = DensityRatio(seed=seed_int(derive(seed, "ode", "ntc"))).fit(split.X_train, split.s_train)
         ratio = ntc.ratio(split.X_val[split.s_val == 1])
     model_seed = seed_int(derive(seed, "ode", "models"))
-    n_failed = 0
+    n_failed = rows_fed = 0
     while not core.is_finished:
         jobs = core.ask(len(configs))
         if not jobs:
@@ -124,11 +127,12 @@ def run_ode(split: PUSplit, settings: ODESettings, *, prior: float, seed: Any,
         values, seconds = [], []
         for job in jobs:
             rows = order[:job["n_rows"]]
+            rows_fed += rows.size
             t0 = time.perf_counter()
             try:
                 model = build_model(job, prior=prior, seed=model_seed).fit(split.X_train[rows], split.s_train[rows])
-                values.append(-pu_score(split.s_val, _scores(model, split.X_val), evaluator=settings.evaluator,
-                                        ratio=ratio))
+                scores = validation_scores(model, split.X_val)
+                values.append(-pu_score(split.s_val, scores, evaluator=settings.evaluator, ratio=ratio))
             except (ValueError, np.linalg.LinAlgError, FloatingPointError):
                 values.append(np.inf)
                 n_failed += 1
@@ -138,5 +142,5 @@ def run_ode(split: PUSplit, settings: ODESettings, *, prior: float, seed: Any,
     final = build_model(best, prior=prior, seed=model_seed).fit(split.X_train, split.s_train)
     test_auc = auc(split.y_test, final.decision_function(split.X_test))
     return SearchResult(config=best, value=-value, test_auc=test_auc, rows_used=core.rows_used,
-                        rows_final=split.n_train, seconds=time.perf_counter() - start, n_failed=n_failed,
+                        rows_fed=rows_fed, rows_final=split.n_train, seconds=time.perf_counter() - start, n_failed=n_failed,
                         trace=core.results())

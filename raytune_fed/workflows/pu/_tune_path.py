@@ -24,7 +24,14 @@ from raytune_fed.metrics import DensityRatio, auc, pu_score
 from raytune_fed.random import derive, seed_int
 from raytune_fed.schedulers import PUHalvingScheduler
 from raytune_fed.simulation import PUSplit
-from raytune_fed.workflows.pu._ode import ODE_MIN_ROWS, ODESettings, build_model, configuration_set, nested_order
+from raytune_fed.workflows.pu._ode import (
+    ODE_MIN_ROWS,
+    ODESettings,
+    build_model,
+    configuration_set,
+    nested_order,
+    validation_scores,
+)
 
 METRIC = "pu_score"
 
@@ -55,7 +62,7 @@ def _trainable(trial_config: dict, data: dict) -> None:
         t0 = time.perf_counter()
         rows = data["order"][:data["rows"][rung]]
         model = build_model(config, prior=data["prior"], seed=data["model_seed"]).fit(X[rows], s[rows])
-        value = pu_score(data["s_val"], model.predict_proba(data["X_val"])[:, 1], evaluator=data["evaluator"],
+        value = pu_score(data["s_val"], validation_scores(model, data["X_val"]), evaluator=data["evaluator"],
                          ratio=data["ratio"])
         spent = time.perf_counter() - t0
         with tempfile.TemporaryDirectory() as d:
