@@ -190,14 +190,17 @@ def summarise(report: dict) -> dict:
     if report.get("cv"):
         summary["test_auc_by_control_variate"] = mean_by(report["cv"], ("dataset", "c", "control_variate"))
     if report.get("timing"):
-        secs = mean_by(report["timing"], ("dataset", "method"), "seconds")
+        for row in report["timing"]:      # a thinned nnPU grid: scale its seconds up to the full 500
+            full = 500 if row["method"] == "nnpu" else row["n_configs"]
+            row["seconds_full_grid"] = row["seconds"] * full / row["n_configs"]
+        secs = mean_by(report["timing"], ("dataset", "method"), "seconds_full_grid")
         ratios = {}
         for key, cell in secs.items():
             dataset, method = key.split(" | ")
             ode = secs.get(f"{dataset} | ode")
             if ode:
                 ratios[key] = cell["mean"] / ode["mean"]
-        summary["timing_seconds"], summary["timing_ratio_to_ode"] = secs, ratios
+        summary["timing_seconds_full_grid"], summary["timing_ratio_to_ode"] = secs, ratios
     return summary
 
 
