@@ -2,8 +2,8 @@
 
 Run it against a checkout of that commit, with this repository's environment::
 
-    git archive 41bffa9 | tar -x -C /tmp/old41
-    PYTHONPATH=/tmp/old41 .venv/bin/python experiments/attacks_on_41bffa9.py --out experiments/measured/attacks_on_41bffa9.json
+    old=$(mktemp -d) && git archive 41bffa9 | tar -x -C "$old"
+    PYTHONPATH="$old" .venv/bin/python experiments/attacks_on_41bffa9.py --out experiments/measured/attacks_on_41bffa9.json
 
 Each function plays the analyst with only what that code gave an analyst (site objects,
 ``SiteHost`` sessions, Ray actor handles) and reports what it recovered.  The same attack

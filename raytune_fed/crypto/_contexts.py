@@ -16,6 +16,8 @@ trees.  Every context tallies its operations in ``counts`` (and BFV its seconds 
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import time
 from typing import Any
 
@@ -42,15 +44,16 @@ def check_scheme(scheme: Any) -> str:
     return scheme
 
 
-class _Context:
+class _Context(ABC):
     scheme = ""
 
     def __init__(self) -> None:
         self.counts = OpCounts()
         self.seconds = zero_seconds()
 
+    @abstractmethod
     def is_private(self) -> bool:
-        raise NotImplementedError
+        """Implemented by each concrete subclass."""
 
     def _check(self, ct: Ciphertexts) -> None:
         if type(ct) is not Ciphertexts or ct.scheme != self.scheme:
@@ -63,14 +66,17 @@ class SecretContext(_Context):
     def is_private(self) -> bool:
         return True
 
+    @abstractmethod
     def public_context(self) -> bytes:
-        raise NotImplementedError
+        """Implemented by each concrete subclass."""
 
+    @abstractmethod
     def encrypt(self, packed: np.ndarray, layout: Layout) -> Ciphertexts:
-        raise NotImplementedError
+        """Implemented by each concrete subclass."""
 
+    @abstractmethod
     def decrypt_sums(self, ct: Ciphertexts, layout: Layout) -> np.ndarray:
-        raise NotImplementedError
+        """Implemented by each concrete subclass."""
 
 
 class PublicContext(_Context):
@@ -82,9 +88,10 @@ class PublicContext(_Context):
     def decrypt_sums(self, ct: Ciphertexts, layout: Layout) -> np.ndarray:
         raise MissingSecretKeyError(f"this {self.scheme!r} context is public: it holds no secret key and cannot decrypt")
 
+    @abstractmethod
     def histogram(self, ct: Ciphertexts, mask_ids: np.ndarray, layout: Layout,
                   rng: np.random.Generator) -> Ciphertexts:
-        raise NotImplementedError
+        """Implemented by each concrete subclass."""
 
 
 # ---------------------------------------------------------------------------- plain

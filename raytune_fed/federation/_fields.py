@@ -8,6 +8,8 @@ code ``"malformed"``; no message ever quotes the input.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -28,11 +30,12 @@ class Refusal(Exception):
         self.ledger = ledger
 
 
-class Field:
+class Field(ABC):
     optional = False
 
+    @abstractmethod
     def parse(self, value: Any) -> Any:
-        raise NotImplementedError
+        """Implemented by each concrete subclass."""
 
 
 def _malformed() -> Refusal:

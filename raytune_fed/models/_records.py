@@ -23,6 +23,8 @@ sorted label set, so a model cannot choose the values the loss compares with.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import math
 import time
 from dataclasses import dataclass, field
@@ -67,7 +69,7 @@ class ModelRecord:
         return int(sum(a.nbytes for a in self.arrays.values()))
 
 
-class RecordCodec:
+class RecordCodec(ABC):
     """How one learner's fitted pipeline becomes arrays, and how a site predicts from them.
 
     Subclasses declare :attr:`specs` and :attr:`caps` (maximum sizes per symbol, and
@@ -79,19 +81,21 @@ class RecordCodec:
     specs: tuple[ArraySpec, ...] = ()
     caps: Mapping[str, int] = {}
 
+    @abstractmethod
     def encode(self, pipeline: Any, config: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        raise NotImplementedError
+        """Implemented by each concrete subclass."""
 
     def check(self, arrays: Mapping[str, np.ndarray], config: Mapping[str, Any], dims: Mapping[str, int]) -> None:
         """Structural rules beyond dtype and shape; raise :class:`RecordError`."""
 
+    @abstractmethod
     def cost(self, arrays: Mapping[str, np.ndarray], dims: Mapping[str, int], n_rows: int) -> float:
-        raise NotImplementedError
+        """Implemented by each concrete subclass."""
 
+    @abstractmethod
     def predict(self, arrays: Mapping[str, np.ndarray], config: Mapping[str, Any], X: np.ndarray,
                 deadline: Deadline) -> np.ndarray:
         """Class positions (0/1, int8) for the rows of ``X``; calls ``deadline()`` between chunks."""
-        raise NotImplementedError
 
 
 # ---------------------------------------------------------------------------------------
