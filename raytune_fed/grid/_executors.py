@@ -4,7 +4,7 @@ An executor takes the cells to run (already ordered) and ``run_cell`` and yields
 :class:`~raytune_fed.grid.Outcome` per cell as cells finish, in any order.  It catches what
 a cell raises (the cell has failed; the others go on) but lets ``KeyboardInterrupt``
 through; when the caller closes the iterator (normally, or because of an interrupt) the
-executor stops whatever still runs.
+executor submits nothing more (cells already running on Ray finish, or end with the driver).
 """
 
 from __future__ import annotations

@@ -108,12 +108,11 @@ class RayExecutor:
                         yield Outcome(cell, None, _error(exc), time.perf_counter() - submitted)
                     else:
                         yield Outcome(cell, result, None, seconds)
-        finally:  # stop what still runs (an interrupt, or the caller closed us); a driver that exits
-            for ref in running:  # takes its tasks along anyway.  Not force=True: killing a worker while
-                try:             # its reply is in flight can abort Ray's core in this process
-                    ray.cancel(ref)
-                except Exception:  # already finished or its worker is gone
-                    pass
+        finally:  # an interrupt, or the caller closed us.  Running cells are left alone: the driver's
+            # exit takes its tasks along, and in a driver that lives on they finish and are dropped.
+            # ray.cancel here raced replies already in flight and aborted Ray's core worker in this
+            # process ("Tried to complete task that was not pending"), turning exit 130 into 1.
+            running.clear()
             _ask_autoscaler([])
 
     def _expire(self, queues: dict, running: dict, slots: Slots, blocked_since: dict,
