@@ -21,7 +21,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 test-pure: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not ray"
+	$(BIN)/python -m pytest -q -m "not ray and not process"
 
 clean:
 	rm -rf results .pytest_cache build *.egg-info

@@ -115,7 +115,7 @@ def _service(tmp_path: Path, data: dict[str, Any], certs: tuple[Path, Path]) -> 
     return target
 
 
-KINDS = [pytest.param("local"), pytest.param("actor", marks=pytest.mark.ray), pytest.param("service")]
+KINDS = [pytest.param("local"), pytest.param("actor", marks=pytest.mark.ray), pytest.param("service", marks=pytest.mark.process)]
 
 
 @pytest.fixture(scope="session")

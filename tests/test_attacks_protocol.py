@@ -166,6 +166,7 @@ def test_a_pickled_payload_is_refused_without_being_loaded(target, tmp_path):
     assert not proof.exists()
 
 
+@pytest.mark.process
 def test_a_pickle_posted_to_the_service_is_not_loaded(make_target, tmp_path):
     """The same payload POSTed straight to the service, with and without the bearer token."""
     import http.client

@@ -27,6 +27,7 @@ def test_datasets_lists_the_embedded_sets(capsys):
     assert any(line.startswith("gina_agnostic_subset") for line in table)
 
 
+@pytest.mark.process
 def test_the_module_runs_as_a_program():
     out = subprocess.run([sys.executable, "-m", "raytune_fed.cli", "--help"], capture_output=True, text=True,
                          timeout=60)

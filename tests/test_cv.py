@@ -24,13 +24,13 @@ def data():
 def test_cached_cv_is_identical_to_the_pipeline(name, data):
     X, y = data
     learner = get_learner(name)
-    configs = learner.space.latin_hypercube(4, np.random.default_rng(1))
+    configs = learner.space.latin_hypercube(3, np.random.default_rng(1))
     if name == "random_forest":
         configs = [{**c, "num_trees": 100 + c["num_trees"] // 50} for c in configs]  # the same space, fewer trees
-    plan = CVPlan(X, y, n_folds=10, seed=9)
+    plan = CVPlan(X, y, n_folds=5, seed=9)
     for config in configs:
-        plain = cross_validate(learner, config, X, y, n_folds=10, seed=9)
-        cached = cross_validate(learner, config, X, y, n_folds=10, seed=9, cache=plan)
+        plain = cross_validate(learner, config, X, y, n_folds=5, seed=9)
+        cached = cross_validate(learner, config, X, y, n_folds=5, seed=9, cache=plan)
         assert cached == plain, config
     assert len(plan._prepared) == 1  # one preprocessing for all configurations
 

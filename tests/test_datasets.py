@@ -70,6 +70,7 @@ def test_embedded_shape_and_class_counts(name):
     assert ds.source
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("name", list(EXPECTED))
 def test_list_datasets_numbers_match_loaded_data(name):
     info = {i.name: i for i in list_datasets()}[name]
@@ -86,6 +87,7 @@ def _run_python(code: str) -> str:
     return out.stdout.strip()
 
 
+@pytest.mark.process
 def test_listing_in_a_fresh_process_imports_no_scikit_learn():
     code = ("import sys\n"
             "from raytune_fed.data import list_datasets\n"
@@ -166,6 +168,7 @@ def _digest(ds: Dataset) -> str:
     return h.hexdigest()
 
 
+@pytest.mark.process
 def test_geo5_sim_same_in_another_process():
     code = ("import hashlib, numpy as np\n"
             "from raytune_fed.data import load_dataset\n"

@@ -56,6 +56,7 @@ def test_a_killed_site_actor_comes_back_with_its_ledger(make_target, ray_session
     _check_restored(cur, lb)  # the same tokens work: sessions came back from the ledger
 
 
+@pytest.mark.process
 def test_a_restarted_service_comes_back_with_its_ledger(make_target, tls):
     t = make_target("service")
     cur, lb = t.curator(), t.lockbox()

@@ -16,6 +16,7 @@ from raytune_fed.federation import SiteClient, load_site_directory
 from site_targets import SCHEDULE, UNIT, X, Y, make_target, policy, start_service, tls  # noqa: F401
 
 
+@pytest.mark.process
 def test_plain_http_when_no_certificate_is_given(tmp_path):
     proc, url, token = start_service(tmp_path, policy(tmp_path), None)
     try:
@@ -32,6 +33,7 @@ def test_plain_http_when_no_certificate_is_given(tmp_path):
         proc.stderr.close()
 
 
+@pytest.mark.process
 def test_tls_is_verified_against_the_sites_certificate(make_target):
     t = make_target("service")
     url = t.client._transport.url
@@ -43,6 +45,7 @@ def test_tls_is_verified_against_the_sites_certificate(make_target):
         SiteClient.service(plain, token=t.client._transport._token).declare_schedule(SCHEDULE)
 
 
+@pytest.mark.process
 def test_a_site_list_gives_clients_by_name(make_target, tmp_path):
     t = make_target("service")
     (tmp_path / "tok").write_text(t.client._transport._token + "\n")
@@ -85,6 +88,7 @@ def test_site_serve_errors_are_one_line_with_exit_code_2(tmp_path, capsys, setup
     assert len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.process
 def test_site_serve_refuses_a_certificate_without_its_key(tmp_path, tls):
     np.savez(tmp_path / "d.npz", X=X, y=Y)
     (tmp_path / "policy.json").write_text(json.dumps({"name": "s1", "seed": 1}))
@@ -116,7 +120,7 @@ def _simulated_answers(tmp_path, deployment):
     return answers
 
 
-@pytest.mark.parametrize("deployment", [pytest.param("actor", marks=pytest.mark.ray), "service"])
+@pytest.mark.parametrize("deployment", [pytest.param("actor", marks=pytest.mark.ray), pytest.param("service", marks=pytest.mark.process)])
 def test_simulated_sites_answer_alike_in_every_deployment(request, tmp_path, deployment):
     """The grid's seed, not the deployment, decides every site's answers."""
     if deployment == "actor":
@@ -133,6 +137,7 @@ def test_a_policy_template_cannot_name_the_site(tmp_path):
         start_sites({"a": (X, Y)}, template={}, seed=0, workdir=tmp_path, deployment="cloud")
 
 
+@pytest.mark.process
 def test_a_service_session_travels_to_another_process(make_target):
     """Experiment units run in Ray workers: the analyst's session must pickle (no open sockets)."""
     import pickle

@@ -205,6 +205,7 @@ def _digest(trees) -> str:
     return hashlib.sha256(b"".join(a.tobytes() for a in trees.values())).hexdigest()
 
 
+@pytest.mark.process
 def test_the_same_seed_gives_the_same_forest_in_another_process():
     X, y = make_classification(n_samples=60, n_features=40, random_state=1)
     here = {s: _digest(ProbabilityForest(num_trees=20, min_node_size=2, sample_fraction=0.6, seed=s).fit(X, y).trees_)

@@ -205,6 +205,7 @@ def test_state_round_trip_continues_exactly():
     assert run(split_at=4) == run(split_at=-1)
 
 
+@pytest.mark.process
 def test_same_seed_gives_the_same_choice_in_another_process():
     code = ("from raytune_fed.algorithms.halving import SuccessiveHalving\n"
             "core = SuccessiveHalving([{'x': i} for i in range(9)], n_rows=400, seed=21, schedule='exp')\n"

@@ -25,6 +25,8 @@ LAYERS = [
     ["raytune_fed.workflows"],
     ["raytune_fed.cli"],
 ]
+pytestmark = pytest.mark.process  # every check runs in a fresh interpreter
+
 RANK = {name: rank for rank, layer in enumerate(LAYERS) for name in layer}
 
 

@@ -132,6 +132,7 @@ def test_state_round_trip_continues_exactly_as_an_uninterrupted_run():
         assert resumed == straight and final2 == final
 
 
+@pytest.mark.process
 def test_the_same_seed_asks_the_same_in_another_process():
     code = ("from raytune_fed.algorithms.nsga2 import NSGA2\n"
             "from raytune_fed.space import SearchSpace, Float, Int\n"

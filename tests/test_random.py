@@ -25,6 +25,7 @@ def test_derive_agrees_with_numpy_spawn():
             == np.random.SeedSequence(0).spawn(2)[1].generate_state(2)).all()
 
 
+@pytest.mark.process
 def test_same_seed_same_numbers_in_another_process():
     code = ("from raytune_fed.random import derive, as_generator;"
             "print(as_generator(derive(11, 'cell', 'x', 2)).random(3).tolist())")

@@ -249,6 +249,7 @@ def test_parego_pending_points_are_constant_liars():
     assert np.abs(ua - ub).max() > 1e-3 and np.abs(uc - ud).max() > 1e-3
 
 
+@pytest.mark.process
 def test_import_does_not_import_ray():
     code = "import sys, raytune_fed.search, raytune_fed.testing; print('ray' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

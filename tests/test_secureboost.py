@@ -169,6 +169,7 @@ def test_mismatched_rows_of_remote_parties_are_refused():
         _model().fit(X[:, :4], y, passive=[worker], rows=np.arange(59))
 
 
+@pytest.mark.process
 def test_the_same_seed_gives_the_same_model_in_another_process():
     code = ("import numpy as np\n"
             "from sklearn.datasets import make_classification\n"

@@ -208,6 +208,7 @@ for method in ("srs", "drc"):
 """
 
 
+@pytest.mark.process
 def test_split_is_reproducible_in_another_process():
     X, y = make_classification(n_samples=400, n_features=15, n_informative=6, random_state=2)
     here = {m: hashlib.sha256(split_sites(X, y, method=m, seed=2024).site_of_row.tobytes()).hexdigest()

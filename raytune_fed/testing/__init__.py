@@ -13,7 +13,8 @@ Every ask/tell core passes ``CORE_CHECKS`` and every Tune searcher ``SEARCHER_CH
 A new core is a :class:`CoreCase` (a module-level ``make(seed)`` and ``evaluate(config)``);
 add it to ``CORE_CASES`` in ``raytune_fed/testing/_cases.py`` or run the checks over it in
 its own tests.  A failed check raises :class:`ContractError` naming the rule.  Ray is
-imported only when a searcher check runs.
+imported only when a searcher check runs.  A check that starts another interpreter has the
+attribute ``starts_process = True`` (the project's tests mark those ``process``).
 """
 
 from raytune_fed.testing._cases import CORE_CASES, SEARCHER_CASES

@@ -152,6 +152,9 @@ def check_reproducible_in_other_process(case: CoreCase) -> None:
     expect(run_elsewhere(_OTHER_PROCESS, payload) == here, f"{case}: another process proposed differently")
 
 
+check_reproducible_in_other_process.starts_process = True  # type: ignore[attr-defined]
+
+
 def check_state_round_trip(case: CoreCase) -> None:
     """``get_state`` survives JSON; a core restored from it continues exactly like the original."""
     for stop in (1, case.n_rounds):  # in the initial design and in the model phase

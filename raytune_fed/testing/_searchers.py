@@ -146,6 +146,9 @@ def check_reproducible_in_other_process(case: SearcherCase) -> None:
     expect(run_elsewhere(_OTHER_PROCESS, payload) == here, f"{case}: another process suggested differently")
 
 
+check_reproducible_in_other_process.starts_process = True  # type: ignore[attr-defined]
+
+
 def check_checkpoint_round_trip(case: SearcherCase) -> None:
     """``save`` writes JSON; a searcher restored from it continues exactly like the original."""
     original = case.make(3)
