@@ -14,10 +14,9 @@ scored on, and refuses a new model when
 
 The difference of two answers is a sum over exactly those rows, so any pair of answers
 differs by a sum over at least ``k`` labels.  The site lets one kind of repeat through:
-a Thresholdout query of a model it has answered before on the same rows (the paper's
-``fso_th`` asks about configurations the exact methods already asked about); the
-difference of two such answers is over no row, and averaging their noise gives at
-most the loss that was already answerable.  What the guard
+a Thresholdout query of a model whose exact loss it has already answered on the same
+rows (the paper's ``fso_th`` asks about configurations the exact methods asked first);
+that answer is a noisy copy of a value the analyst holds.  What the guard
 does not stop: combining many answers (each k or more rows apart) into a linear system
 for single labels; that needs about as many queries as labels and is bounded by the
 query budget (see the README's trust model).  ``k = 0`` turns the guard off.
@@ -66,13 +65,6 @@ class DifferencingGuard:
         differ = np.bitwise_count((self._preds ^ pack(pred)) & self._rows & rows).sum(axis=1) \
             + np.bitwise_count(self._rows ^ rows).sum(axis=1)
         return bool(differ.min() >= self.k)
-
-    def answered(self, pred: np.ndarray, scored: np.ndarray) -> bool:
-        """Whether a model with exactly ``pred`` on exactly the rows ``scored`` was answered before."""
-        if not len(self):
-            return False
-        same = (self._preds == pack(pred)) & (self._rows == pack(scored))
-        return bool(same.all(axis=1).any())
 
     def add(self, pred: np.ndarray, scored: np.ndarray) -> None:
         """Remember an answered model."""

@@ -126,6 +126,7 @@ def rfms_site_policy(settings: RFMSSettings, schedule: Any, n_learners: int, max
                     "query_budget": max(per_cell * n_learners * units_as_curator * (1 + max_retries), 1),
                     "finals_per_unit": n_learners * (1 + max_retries)},
         "lockbox": {"finals_per_unit": n_learners * (1 + max_retries)},
+        "final": {"max_models": 256},  # every configuration the methods select, in one batch
         "guard": {"k": settings.guard_k},
         "thresholdout": thresholdout,
     }
