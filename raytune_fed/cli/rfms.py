@@ -40,9 +40,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--n-folds", type=int, default=10, help="openbox cross-validation folds")
     r.add_argument("--thresholdout-budget", type=int, default=None, help="enforce a Thresholdout budget")
     r.add_argument("--seed", type=int, default=0, help="root seed (default: %(default)s)")
-    r.add_argument("--guard-k", type=int, default=5,
-                   help="differencing guard of the simulated sites: refuse models fewer than K rows apart "
-                        "(0 turns it off; default: %(default)s)")
     r.add_argument("--no-report", action="store_true", help="skip the plots and report page")
     add_grid_options(r, "results/rfms")
     _add_site_options(r)
@@ -50,6 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_site_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--guard-k", type=int, default=5,
+                   help="differencing guard of the simulated sites: refuse models fewer than K rows apart or with "
+                        "fewer than K rows in a class (0 turns it off; default: %(default)s)")
     p.add_argument("--sites", default="actor", metavar="MODE|FILE",
                    help="where the data sites run: 'local' (in this process, cells one after another, no Ray), "
                         "'actor' (Ray actors), 'service' (local authenticated network services), or a .toml/.json "
@@ -60,7 +60,7 @@ def run_demo(args: argparse.Namespace) -> None:
     from raytune_fed.workflows.rfms import RFMSSettings
 
     settings = RFMSSettings(dataset=DEMO["dataset"], split=DEMO["split"], n_init=DEMO["n_init"],
-                            n_iter=DEMO["n_iter"])
+                            n_iter=DEMO["n_iter"], guard_k=args.guard_k)
     _run(args, settings, DEMO["learners"], DEMO["n_reps"], DEMO["n_pairs"], report=True)
 
 
