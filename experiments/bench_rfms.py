@@ -1,4 +1,5 @@
-"""RFMS grid benchmark: per-method hypervolume, framework overhead and core utilisation.
+"""RFMS grid benchmark: per-method hypervolume with the sites' guard on and off, framework
+overhead, core utilisation, and grid throughput with sites as Ray actors vs local services.
 
 Runs reduced RFMS grids on Ray (one local session on all CPUs unless ``--address``):
 
@@ -12,9 +13,16 @@ and ``rand_mo`` beat ``lso`` (the paper's claim), the framework's own time per e
 evaluation; curator scoring counted as the curators' summed time, since on one machine
 they share the cores, and also as the slowest curator only), the curator round trip per
 query, and the share of core time busy
-(sum of unit wall times / (grid wall time x CPUs)).  Writes ``results/bench_rfms.json``.
+(sum of unit wall times / (grid wall time x CPUs)).
 
-    python experiments/bench_rfms.py                 # default (about 20-30 min on 2 cores)
+Each grid runs in several site setups (``--setups``): ``guard5_actor`` (the sites'
+differencing guard with k = 5, sites as Ray actors: the default policy), ``guard0_actor``
+(guard off: what the guard costs the benign methods) and ``guard5_service`` (the same
+policy, sites as authenticated local network services: the grid's throughput against
+the actors).  Every setup writes its own results; the report puts the hypervolumes side
+by side and the evaluations per second of each.  Writes ``results/bench_rfms.json``.
+
+    python experiments/bench_rfms.py                 # default (about 1-1.5 h on 2 cores)
     python experiments/bench_rfms.py --quick         # smoke run
 """
 
@@ -24,7 +32,9 @@ import argparse
 import json
 import os
 import shutil
+import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -54,6 +64,9 @@ def _grid_stats(frame: pd.DataFrame, wall: float, n_cpus: int) -> dict:
                                      "ties": int((d.abs() <= 1e-12).sum()), "losses": int((d < -1e-12).sum())}
     return {
         "n_units": int(len(units)),
+        "evaluations_per_second": float(n_eval / wall),
+        "n_refused_evaluations": int(frame["n_refused_evaluations"].sum()),
+        "n_withheld_finals": int(frame["n_withheld_finals"].sum()),
         "wall_seconds": wall,
         "busy_share": busy / (max(span, wall) * n_cpus),
         "busy_share_within_units_span": busy / (span * n_cpus),
@@ -80,38 +93,55 @@ def main() -> None:
     p.add_argument("--learners", default="elastic_net,svm")
     p.add_argument("--pairs", type=int, default=4, help="openbox/lockbox pairs (n_pairs)")
     p.add_argument("--reps", type=int, default=1, help="replications (n_reps)")
+    p.add_argument("--n-init", type=int, default=20)
+    p.add_argument("--n-iter", type=int, default=40)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="results/bench_rfms.json")
     p.add_argument("--address", default=None)
+    p.add_argument("--setups", default="guard5_actor,guard0_actor,guard5_service",
+                   help="comma-separated guard<k>_<actor|service|local> site setups")
     args = p.parse_args()
+    setups = {}
+    for name in args.setups.split(","):
+        guard, _, deployment = name.partition("_")
+        if not guard.startswith("guard") or not guard[5:].isdigit() or deployment not in ("actor", "service", "local"):
+            p.error(f"a setup is guard<k>_<actor|service|local>, got {name!r}")
+        setups[name] = (int(guard[5:]), deployment)
 
-    n_init, n_iter = (4, 4) if args.quick else (20, 40)
+    n_init, n_iter = (4, 4) if args.quick else (args.n_init, args.n_iter)
     n_pairs = 2 if args.quick else args.pairs
     learners = ["svm"] if args.quick else args.learners.split(",")
     ray = connect(args.address)
     n_cpus = int(ray.cluster_resources().get("CPU", os.cpu_count() or 1))
     work = Path(args.out).with_suffix("")
-    report = {"command": "python experiments/bench_rfms.py" + (" --quick" if args.quick else ""),
+    report = {"command": " ".join(["python experiments/bench_rfms.py", *sys.argv[1:]]),
               "n_cpus": n_cpus, "n_init": n_init, "n_iter": n_iter, "n_pairs": n_pairs, "n_reps": args.reps,
-              "learners": learners, "grids": {}}
+              "learners": learners, "setups": list(setups), "grids": {}}
     grids = {"geo5_sim_natural": RFMSSettings(dataset="geo5_sim", split="natural", n_init=n_init, n_iter=n_iter,
                                               seed=args.seed),
              f"{args.drc_dataset}_drc10": RFMSSettings(dataset=args.drc_dataset, split="drc", pca_variance=0.1,
                                                        n_init=n_init, n_iter=n_iter, seed=args.seed)}
     for name, settings in grids.items():
-        out = work / name
-        shutil.rmtree(out, ignore_errors=True)  # fresh: utilisation must not count resumed units
-        start = time.time()
-        frame = run_grid(settings, learners=learners, n_reps=args.reps, n_pairs=n_pairs, out=out, address=args.address,
-                         progress=make_progress())
-        report["grids"][name] = _grid_stats(frame, time.time() - start, n_cpus)
-        print(json.dumps({name: {k: v for k, v in report["grids"][name].items() if k != "hypervolume"}}, indent=2))
+        report["grids"][name] = {}
+        for setup, (guard_k, deployment) in setups.items():
+            out = work / name / setup
+            shutil.rmtree(out, ignore_errors=True)  # fresh: utilisation must not count resumed units
+            start = time.time()
+            frame = run_grid(replace(settings, guard_k=guard_k), learners=learners, n_reps=args.reps, n_pairs=n_pairs,
+                             out=out, address=args.address, progress=make_progress(), sites=deployment)
+            stats = _grid_stats(frame, time.time() - start, n_cpus)
+            report["grids"][name][setup] = stats
+            print(json.dumps({name: {setup: {k: v for k, v in stats.items() if k != "hypervolume"}}}, indent=2))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2))
-    for name, g in report["grids"].items():
-        print(f"\n{name}: mean hypervolume")
-        for r in g["hypervolume"]:
-            print(f"  {r['learner']:<12} {r['method']:<8} {r['mean']:.4f} (sd {np.nan_to_num(r['std']):.4f}, n={r['count']})")
+    for name, by_setup in report["grids"].items():
+        print(f"\n{name}: mean hypervolume per setup ({', '.join(by_setup)})")
+        tables = {setup: {(r["learner"], r["method"]): r["mean"] for r in g["hypervolume"]}
+                  for setup, g in by_setup.items()}
+        for key in next(iter(tables.values())):
+            print(f"  {key[0]:<12} {key[1]:<8} " + "  ".join(f"{t.get(key, np.nan):.4f}" for t in tables.values()))
+        print("  evaluations per second: " + ", ".join(f"{s} {g['evaluations_per_second']:.2f}"
+                                                     for s, g in by_setup.items()))
     print(f"\nwritten: {args.out}")
 
 

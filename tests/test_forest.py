@@ -15,10 +15,10 @@ from raytune_fed.errors import ConfigError
 from raytune_fed.models import (
     FOREST_ARRAY_SPECS,
     ProbabilityForest,
-    check_allowed_model,
     check_forest_arrays,
     get_learner,
     predict_proba_from_arrays,
+    rebuild_model,
 )
 from raytune_fed.random import as_seed_sequence
 
@@ -315,7 +315,9 @@ def test_the_registry_builds_the_forest_with_the_paper_parameters():
     assert get_learner("random_forest").build({"num_trees": 100, "min_node_size": 1, "sample_fraction": 1.0})[-1].seed \
         == 0
     X, y = make_classification(n_samples=30, n_features=9, random_state=0)
-    check_allowed_model(model.set_params(model__num_trees=5).fit(X, y), n_features=9)
+    fitted = model.set_params(model__num_trees=100).fit(X, y)
+    record = get_learner("random_forest").encode({"num_trees": 100, "min_node_size": 7, "sample_fraction": 0.5}, fitted)
+    assert np.array_equal(rebuild_model(record, 9, n_rows=30).predict(X), fitted.predict(X))
 
 
 def test_scikit_learn_estimator_checks():

@@ -11,9 +11,11 @@ from _sites_csv import write_sites_csv
 from raytune_fed.cli import main
 from raytune_fed.errors import ConfigError, DatasetError, SplitError
 from raytune_fed.workflows.rfms import (
-    METHODS, ExperimentSpec, RFMSSettings, build_grid, get_methods, run_experiment, run_grid)
+    METHODS, ExperimentSpec, RFMSSettings, build_grid, get_methods, grid_schedule, run_experiment, run_grid,
+    start_sites, unit_of)
 from raytune_fed.algorithms import Thresholdout
-from raytune_fed.federation.legacy import Curator, Lockbox, OpenBox, SiteClient
+from raytune_fed.federation import OpenBox
+from raytune_fed.models import get_learner
 from raytune_fed.grid import ProgressLines
 
 TINY = dict(n_init=3, n_iter=2, n_folds=3)
@@ -107,22 +109,36 @@ def test_cell_seeds_come_from_its_coordinates():
     assert svm.cost < net.cost and svm.demand.site == "site0" and svm.label == "svm openbox=site0 lockbox=site1 rep=2"
 
 
-def _local_experiment(methods, seed=0):
+def _toy_plan(seed=0):
     from sklearn.datasets import make_classification
 
+    from raytune_fed.workflows.rfms import SitePlan
+
     X, y = make_classification(n_samples=300, n_features=10, n_informative=4, random_state=seed)
-    sites = np.arange(300) % 5
-    settings = RFMSSettings(dataset="toy", methods=tuple(methods), seed=seed, **TINY)
-    spec = ExperimentSpec(settings, openbox=0, lockbox=4, curators=(1, 2, 3), replication=0, learner="svm")
-    curators = [Curator(X[sites == i], y[sites == i], name=f"s{i}", seed=i) for i in (1, 2, 3)]
-    lockbox = Lockbox(X[sites == 4], y[sites == 4])
-    openbox = OpenBox(X[sites == 0], y[sites == 0], seed=0)
-    rows, info = run_experiment(spec, openbox, [SiteClient(c) for c in curators], SiteClient(lockbox))
+    return SitePlan(X, y, np.arange(300) % 5, tuple(f"s{i}" for i in range(5)))
+
+
+def _local_experiment(methods, workdir, seed=0, **settings):
+    """One unit against in-process restricted sites: (rows, info, curator sessions, lockbox session, ledger dir)."""
+    plan = _toy_plan(seed)
+    settings = RFMSSettings(dataset="toy", methods=tuple(methods), seed=seed, **{**TINY, **settings})
+    spec = ExperimentSpec(settings, openbox=0, lockbox=4, curators=(1, 2, 3), replication=0, learner="svm",
+                          site_names=plan.site_names)
+    started = start_sites(plan, settings, grid_schedule([spec]), sites="local", workdir=workdir)
+    unit = unit_of(spec)
+    curators = [started.handles.clients[c].open_session(unit, "curator") for c in spec.curators]
+    lockbox = started.handles.clients[spec.lockbox].open_session(unit, "lockbox")
+    openbox = OpenBox(*plan.site(0), seed=0)
+    rows, info = run_experiment(spec, openbox, curators, lockbox)
     return rows, info, curators, lockbox
 
 
-def test_experiment_rows_ledgers_and_seals():
-    rows, info, curators, lockbox = _local_experiment(list(METHODS))
+def _ledger_lines(workdir, site):
+    return [json.loads(line) for line in (workdir / f"{site}.ledger.jsonl").read_text().splitlines()]
+
+
+def test_experiment_rows_ledgers_and_seals(tmp_path):
+    rows, info, curators, lockbox = _local_experiment(list(METHODS), tmp_path)
     assert [r["method"] for r in rows] == list(METHODS)
     for r in rows:
         assert 0.0 <= r["hypervolume"] <= 1.0
@@ -130,26 +146,71 @@ def test_experiment_rows_ledgers_and_seals():
         assert r["n_evaluations"] == TINY["n_init"] + TINY["n_iter"]
     by = {r["method"]: r for r in rows}
     assert by["lso"]["n_curator_queries"] == 0 and by["fmo"]["n_curator_queries"] == 5
-    assert by["lso"]["n_selected"] == 1 and by["fso_th"]["thresholdout_budget_used"] is not None
-    # curators were reached only through their query: ledger size = distinct remote evaluations
+    assert by["lso"]["n_selected"] == 1
+    # curators were reached only through their query: every query the unit sent is in each ledger
     for c in curators:
         entries = c.ledger().entries
-        assert sum(e.kind == "query" for e in entries) == info["n_curator_queries_total"]
+        assert sum(e.kind in ("query", "refused") for e in entries) == info["n_curator_queries_total"]
         assert c.status().sealed
     assert lockbox.status().sealed
 
 
-def test_lso_alone_never_queries_a_curator():
-    rows, info, curators, _ = _local_experiment(["lso"])
+def test_fso_th_answers_come_from_the_curators_thresholdout(tmp_path):
+    rows, info, curators, _ = _local_experiment(["fso5", "fso_th"], tmp_path)
+    by = {r["method"]: r for r in rows}
+    assert by["fso_th"]["n_curator_queries"] == TINY["n_init"] + TINY["n_iter"]
+    for site in ("s1", "s2", "s3"):
+        lines = _ledger_lines(tmp_path, site)
+        answered = [e for e in lines if e["event"] == "query"]
+        refused = [e for e in lines if e["event"] == "refused" and e["method"] == "query"]
+        assert {e["code"] for e in refused} <= {"guard"} and len(answered) + len(refused) == \
+            info["n_curator_queries_total"]
+        th = [e for e in answered if e["mechanism"] == "thresholdout"]
+        # the site ran Thresholdout on its own loss and the analyst's train error; fso_th also re-asked the
+        # design the exact method asked first, repeats the guard lets through for Thresholdout
+        assert th and all(len(e["th"]) == 2 and 0.0 <= e["answer"] <= 1.0 for e in th)
+        assert {e["fingerprint"] for e in th} & {e["fingerprint"] for e in answered if e["mechanism"] == "exact"}
+
+
+def test_lso_alone_never_queries_a_curator(tmp_path):
+    rows, info, curators, _ = _local_experiment(["lso"], tmp_path)
     assert info["n_curator_queries_total"] == 0
     assert all(sum(e.kind == "query" for e in c.ledger().entries) == 0 for c in curators)
 
 
-def test_same_seed_same_numbers():
-    a, _, _, _ = _local_experiment(["fso5", "fmo", "rand_mo"], seed=1)
-    b, _, _, _ = _local_experiment(["fso5", "fmo", "rand_mo"], seed=1)
+def test_same_seed_same_numbers(tmp_path):
+    a, _, _, _ = _local_experiment(["fso5", "fmo", "rand_mo"], tmp_path / "a", seed=1)
+    b, _, _, _ = _local_experiment(["fso5", "fmo", "rand_mo"], tmp_path / "b", seed=1)
     keep = ["method", "hypervolume", "selected", "openbox_outbag", "curator_outbag", "lockbox_loss"]
     assert [{k: r[k] for k in keep} for r in a] == [{k: r[k] for k in keep} for r in b]
+
+
+def test_withheld_finals_and_refused_queries_are_reported_not_fatal(tmp_path):
+    # a guard wider than any site's rows refuses every model: no remote value, no final loss
+    rows, info, curators, lockbox = _local_experiment(["lso", "fso5", "fmo"], tmp_path, guard_k=1000)
+    by = {r["method"]: r for r in rows}
+    assert by["fmo"]["n_refused_evaluations"] == by["fmo"]["n_curator_queries"] == 5
+    assert by["lso"]["n_refused_evaluations"] == 0
+    for r in rows:
+        assert r["lockbox_loss"] == [None] * r["n_selected"] and r["curator_outbag"] == [None] * r["n_selected"]
+        assert r["n_withheld_finals"] == r["n_selected"] and r["hypervolume"] == 0.0
+    assert lockbox.status().sealed  # the refused answers still used up the lockbox's one answer
+
+
+def test_openbox_cv_cache_changes_no_result():
+    from raytune_fed.models import cross_validated_error
+
+    X, y = _toy_plan().site(0)
+    openbox = OpenBox(X, y, seed=3)
+    for name in ("svm", "elastic_net"):
+        learner = get_learner(name)
+        for config in learner.space.latin_hypercube(3, np.random.default_rng(0)):
+            for n_folds, seed in ((3, 7), (5, 7), (3, 8)):
+                cached = openbox.cv_error(learner, config, n_folds=n_folds, seed=seed)
+                plain = cross_validated_error(learner, config, openbox._X_in, openbox._y_in, n_folds=n_folds,
+                                              seed=seed)
+                assert cached == plain
+    assert sorted(openbox._plans) == [(3, 7), (3, 8), (5, 7)]  # one plan per (n_folds, seed), reused
 
 
 def test_a_split_without_both_classes_fails_clearly(tmp_path):
@@ -168,7 +229,7 @@ def test_grid_on_ray_writes_results_and_resumes(ray_session, tmp_path):
     settings = RFMSSettings(dataset="geo5_sim", methods=("lso", "fso5", "fmo", "rand_mo"), **TINY)
     frame = run_grid(settings, learners=["svm"], n_reps=1, n_pairs=2, out=tmp_path)
     assert len(frame) == 2 * 4 and set(frame["method"]) == {"lso", "fso5", "fmo", "rand_mo"}
-    for _, r in frame.iterrows():  # each curator's ledger counts the unit's remote evaluations
+    for _, r in frame.iterrows():  # each curator's ledger holds every query of the unit, answered or refused
         assert list(r["unit_n_ledger_queries"]) == [r["unit_n_curator_queries"]] * 3
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["n_experiments"] == 2 and len(summary["hypervolume"]) == 4
@@ -217,9 +278,21 @@ def test_a_torn_unit_file_is_named_and_recomputed_on_request(ray_session, tmp_pa
     (["rfms", "--n-init", "0", "--out", "{tmp}"], "n_init must be an integer >= 1"),
     (["rfms", "--dataset", "no_such_dataset", "--out", "{tmp}"], "no_such_dataset"),
     (["rfms", "--dataset", "breast_cancer", "--split", "natural", "--out", "{tmp}"], "no natural sites"),
+    (["rfms", "--sites", "cloud", "--out", "{tmp}"],
+     "sites must be one of ['local', 'actor', 'service'] or a .toml/.json sites file, got 'cloud'"),
+    (["rfms", "--sites", "{tmp}/none.toml", "--out", "{tmp}"], "sites file not found: '{tmp}/none.toml'"),
+    (["rfms", "--sites", "{tmp}/bad.toml", "--out", "{tmp}"], "the sites file 'bad.toml' must have a [sites.<name>]"),
+    (["rfms", "--sites", "{tmp}/few.toml", "--out", "{tmp}"],
+     "the sites file 'few.toml' lacks sites ['GSE20194_sim', 'GSE20271_sim', 'GSE32646_sim', 'GSE6861_sim'] of the "
+     "dataset's split (it lists ['GSE16446_sim'])"),
+    (["rfms", "--guard-k", "-1", "--out", "{tmp}"], "guard_k must be an integer >= 0, got -1"),
 ])
 def test_cli_bad_arguments_exit_2_with_one_line(argv, message, tmp_path, capsys):
+    (tmp_path / "bad.toml").write_text("[other]\n")
+    (tmp_path / "token").write_text("t" * 24 + "\n")
+    (tmp_path / "few.toml").write_text('[sites.GSE16446_sim]\nurl = "http://127.0.0.1:9"\ntoken_file = "token"\n')
     code = main([a.replace("{tmp}", str(tmp_path)) for a in argv])
+    message = message.replace("{tmp}", str(tmp_path))
     err = capsys.readouterr().err
     assert code == 2
     assert err.startswith("raytune-fed: error:") and message in err and len(err.strip().splitlines()) == 1
@@ -235,3 +308,30 @@ def test_cli_bad_arguments_exit_2_with_one_line(argv, message, tmp_path, capsys)
 def test_bad_thresholdout_parameters(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         Thresholdout(**kwargs)
+
+
+def test_every_deployment_and_sites_by_url_give_the_same_numbers(ray_session, tmp_path):
+    """One cell (so the guard's history does not depend on which cell reaches a site first), guard on."""
+    from raytune_fed import federation
+    from raytune_fed.workflows.rfms import plan_sites, rfms_site_policy
+
+    settings = RFMSSettings(dataset="geo5_sim", methods=("lso", "fso5", "fso_th", "fmo"), **TINY)
+    compared = ["experiment", "method", "hypervolume", "selected", "curator_outbag", "lockbox_loss",
+                "n_refused_evaluations"]
+    frames = {kind: run_grid(settings, learners=["svm"], n_reps=1, n_pairs=1, out=tmp_path / kind, sites=kind)
+              for kind in ("local", "actor", "service")}
+    # sites started by their owners elsewhere, under the same policies, reached by URL from a sites file
+    plan = plan_sites(settings)
+    specs = build_grid(settings, n_sites=5, learners=["svm"], n_reps=1, n_pairs=1, site_names=plan.site_names)
+    template = rfms_site_policy(settings, grid_schedule(specs), 1)
+    owners = tmp_path / "owners"
+    with federation.start_sites({n: plan.site(i) for i, n in enumerate(plan.site_names)}, template=template,
+                                seed=settings.seed, workdir=owners, deployment="service") as served:
+        listing = "".join(f'[sites.{n}]\nurl = "{c._transport.url}"\ntoken_file = "owners/{n}/token"\n'
+                          for n, c in served.clients.items())
+        (tmp_path / "sites.toml").write_text(listing)
+        frames["url"] = run_grid(settings, learners=["svm"], n_reps=1, n_pairs=1, out=tmp_path / "url",
+                                 sites=tmp_path / "sites.toml")
+    as_json = {k: f[compared].sort_values(compared[:2]).to_json() for k, f in frames.items()}
+    assert as_json["local"] == as_json["actor"] == as_json["service"] == as_json["url"]
+    assert (frames["local"]["method"] == "fso_th").sum() == 1

@@ -1,5 +1,6 @@
 """The searchers in tune.Tuner on a real RFMS objective: an openbox's CV error and the
-curators' answers, with the curators as Ray actors reached only through their query."""
+curators' answers, with the curators as restricted site actors reached only through their
+query, to which each trial sends its model's record."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from ray import tune
 from raytune_fed.data import load_dataset
 from raytune_fed.models import get_learner
 from raytune_fed.search import GPSearch, ParEGOSearch
-from raytune_fed.federation.legacy import OpenBox, SiteClient, SiteHost, remote_site
+from raytune_fed.federation import OpenBox, Schedule, Unit, start_sites
 
 N_TRIALS = 8
 
@@ -19,23 +20,30 @@ def make_rfms_objective():
     # built inside a function so cloudpickle ships it by value (tests/ is not importable on workers)
     def rfms_objective(config, openbox, curators):
         from raytune_fed.models import get_learner
-        from raytune_fed.federation.legacy import query_all
+        from raytune_fed.federation import query_all
 
         learner = get_learner("svm")
         local = openbox.cv_error(learner, config, n_folds=3, seed=0)
-        losses = query_all(curators, openbox.fit(learner, config, seed=0))
+        losses = query_all(curators, learner.encode(config, openbox.fit(learner, config, seed=0)))
         weights = np.array([loss.n_rows for loss in losses], dtype=float)
         remote = float(np.dot(weights, [loss.value for loss in losses]) / weights.sum())
         return {"local": local, "remote": remote, "fso5": 0.5 * local + 0.5 * remote}
     return rfms_objective
 
 
+UNITS = {"parego": Unit("site0", "site3", ("site1", "site2"), 0), "gp": Unit("site0", "site3", ("site1", "site2"), 1)}
+
+
 @pytest.fixture(scope="module")
-def rfms_sites(ray_session):
+def rfms_sites(ray_session, tmp_path_factory):
     ds = load_dataset("geo5_sim")
-    sites = [(ds.X[ds.sites == i], ds.y[ds.sites == i]) for i in range(3)]
-    hosts = [remote_site(SiteHost, f"site{i}", *map(ray_session.put, sites[i])) for i in (1, 2)]
-    return OpenBox(*sites[0], seed=0), hosts
+    data = {f"site{i}": (ds.X[ds.sites == i], ds.y[ds.sites == i]) for i in (1, 2)}
+    # guard off: the test compares every trial's value with the ledgers, so no model may be refused
+    sites = start_sites(data, template={"guard": {"k": 0}}, seed=0, workdir=tmp_path_factory.mktemp("sites"),
+                        deployment="actor")
+    for client in sites.clients.values():
+        client.declare_schedule(Schedule.of(UNITS.values()))
+    return OpenBox(ds.X[ds.sites == 0], ds.y[ds.sites == 0], seed=0), list(sites.clients.values())
 
 
 SVM_SPACE = {"C": tune.loguniform(2.0 ** -15, 2.0 ** 15), "sigma": tune.loguniform(2.0 ** -15, 2.0 ** 15)}
@@ -46,9 +54,8 @@ SVM_SPACE = {"C": tune.loguniform(2.0 ** -15, 2.0 ** 15), "sigma": tune.logunifo
     (lambda: GPSearch(metric="fso5", mode="min", n_initial_points=4, seed=3), "gp"),
 ])
 def test_searchers_drive_a_real_rfms_objective(rfms_sites, ray_session, tmp_path, make_searcher, session):
-    openbox, hosts = rfms_sites
-    ray_session.get([h.open_session.remote(session, "curator", seed=i) for i, h in enumerate(hosts)])
-    curators = [SiteClient(h, session) for h in hosts]
+    openbox, clients = rfms_sites
+    curators = [c.open_session(UNITS[session], "curator") for c in clients]
     searcher = make_searcher()
     tuner = tune.Tuner(
         tune.with_parameters(make_rfms_objective(), openbox=openbox, curators=curators),

@@ -18,6 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                       "net, all methods) on the embedded geo5_sim sites, then write the report.",
                           epilog=GRID_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_grid_options(demo, "results/demo")
+    _add_site_options(demo)
     demo.set_defaults(run=run_demo)
 
     r = sub.add_parser("rfms", help="run (or resume) an RFMS experiment grid",
@@ -41,14 +42,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--seed", type=int, default=0, help="root seed (default: %(default)s)")
     r.add_argument("--no-report", action="store_true", help="skip the plots and report page")
     add_grid_options(r, "results/rfms")
+    _add_site_options(r)
     r.set_defaults(run=run_rfms)
+
+
+def _add_site_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--guard-k", type=int, default=5,
+                   help="differencing guard of the simulated sites: refuse models fewer than K rows apart or with "
+                        "fewer than K rows in a class (0 turns it off; default: %(default)s)")
+    p.add_argument("--sites", default="actor", metavar="MODE|FILE",
+                   help="where the data sites run: 'local' (in this process, cells one after another, no Ray), "
+                        "'actor' (Ray actors), 'service' (local authenticated network services), or a .toml/.json "
+                        "sites file listing running sites by URL (default: %(default)s)")
 
 
 def run_demo(args: argparse.Namespace) -> None:
     from raytune_fed.workflows.rfms import RFMSSettings
 
     settings = RFMSSettings(dataset=DEMO["dataset"], split=DEMO["split"], n_init=DEMO["n_init"],
-                            n_iter=DEMO["n_iter"])
+                            n_iter=DEMO["n_iter"], guard_k=args.guard_k)
     _run(args, settings, DEMO["learners"], DEMO["n_reps"], DEMO["n_pairs"], report=True)
 
 
@@ -59,14 +71,15 @@ def run_rfms(args: argparse.Namespace) -> None:
     settings = RFMSSettings(dataset=args.dataset, target=args.target, site_column=args.site_column,
                             split=args.split, pca_variance=args.pca_variance, n_init=args.n_init,
                             n_iter=args.n_iter, n_folds=args.n_folds, seed=args.seed,
-                            thresholdout_budget=args.thresholdout_budget, **chosen)
+                            thresholdout_budget=args.thresholdout_budget, guard_k=args.guard_k, **chosen)
     _run(args, settings, args.learners, args.reps, args.pairs, report=not args.no_report)
 
 
 def _run(args: argparse.Namespace, settings, learners, n_reps, n_pairs, *, report: bool) -> None:
     from raytune_fed.workflows.rfms import format_summary, run_grid, summarize, write_report
 
-    frame = run_grid(settings, learners=learners, n_reps=n_reps, n_pairs=n_pairs, **grid_options(args))
+    frame = run_grid(settings, learners=learners, n_reps=n_reps, n_pairs=n_pairs, sites=args.sites,
+                     **grid_options(args))
     print(format_summary(summarize(frame)))
     if report:
         print(f"report: {write_report(args.out, settings)}")

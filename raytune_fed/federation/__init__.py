@@ -16,8 +16,7 @@
 * :class:`OpenBox` - the analyst's own site (full access, local training).
 
 Models travel as :class:`~raytune_fed.models.ModelRecord` (``Learner.encode``), never as
-Python objects.  ``raytune_fed.federation.legacy`` keeps the previous pickled-model sites
-for the RFMS grid until it moves onto :class:`Site`.
+Python objects.
 """
 
 from raytune_fed.federation._actors import SiteActor, remote_site

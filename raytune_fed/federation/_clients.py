@@ -149,7 +149,8 @@ def _check_models(models: Sequence[Any]) -> list[dict[str, Any]]:
     return [model_to_wire(m) for m in models]
 
 
-def _fan_out(sessions: Sequence[SiteSession], method: str, args: Mapping[str, Any], want: type) -> list[Any]:
+def _fan_out(sessions: Sequence[SiteSession], method: str, args: Mapping[str, Any], want: type,
+             tolerate: frozenset[str] = frozenset()) -> list[Any]:
     groups: dict[type, list[int]] = {}
     pending: list[Any] = []
     for i, s in enumerate(sessions):
@@ -160,17 +161,33 @@ def _fan_out(sessions: Sequence[SiteSession], method: str, args: Mapping[str, An
         collect = sessions[members[0]].client._transport.collect
         for i, reply in zip(members, collect([pending[i] for i in members])):
             replies[i] = reply
-    return [_answer(s.client.name, method, r, want) for s, r in zip(sessions, replies)]
+    out: list[Any] = []
+    for s, r in zip(sessions, replies):
+        try:
+            out.append(_answer(s.client.name, method, r, want))
+        except QueryRefusedError as exc:
+            if exc.code not in tolerate:
+                raise
+            out.append(exc)
+    return out
 
 
 def query_all(sessions: Sequence[SiteSession], model: ModelRecord, *, mechanism: str = "exact",
-              train_loss: float | None = None) -> list[Loss]:
-    """Ask every curator session for the loss of ``model``; all requests leave before any answer is awaited."""
+              train_loss: float | None = None, tolerate: Sequence[str] = ()) -> list[Any]:
+    """Ask every curator session for the loss of ``model``; all requests leave before any answer is awaited.
+
+    A refusal raises, unless its code is in ``tolerate`` (for example ``("guard",)``):
+    then that session's entry is the :class:`~raytune_fed.errors.QueryRefusedError`
+    (its ``code`` says why) and the other sessions' answers are kept.
+    """
+    unknown = sorted(set(tolerate) - set(REFUSALS))
+    if unknown:
+        raise ConfigError(f"unknown refusal codes {unknown}; known: {sorted(REFUSALS)}")
     (wire,) = _check_models([model])
     args: dict[str, Any] = {"model": wire, "mechanism": mechanism}
     if train_loss is not None:
         args["train_loss"] = float(train_loss)
-    return _fan_out(sessions, "query", args, Loss)
+    return _fan_out(sessions, "query", args, Loss, frozenset(tolerate))
 
 
 def final_all(sessions: Sequence[SiteSession], models: Sequence[ModelRecord]) -> list[FinalLosses]:

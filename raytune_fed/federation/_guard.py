@@ -13,7 +13,10 @@ scored on, and refuses a new model when
   scored on (a repeat of the same model on the same rows is 0 rows away: refused too).
 
 The difference of two answers is a sum over exactly those rows, so any pair of answers
-differs by a sum over at least ``k`` labels.  What the guard
+differs by a sum over at least ``k`` labels.  The site lets one kind of repeat through:
+a Thresholdout query of a model whose exact loss it has already answered on the same
+rows (the paper's ``fso_th`` asks about configurations the exact methods asked first);
+that answer is a noisy copy of a value the analyst holds.  What the guard
 does not stop: combining many answers (each k or more rows apart) into a linear system
 for single labels; that needs about as many queries as labels and is bounded by the
 query budget (see the README's trust model).  ``k = 0`` turns the guard off.

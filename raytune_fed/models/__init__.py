@@ -20,17 +20,14 @@ from raytune_fed.models._forest import (
     predict_proba_from_arrays,
 )
 from raytune_fed.models._registry import (
-    ALLOWED_MODEL_TYPES,
     LEARNERS,
     Learner,
-    check_allowed_model,
     get_learner,
 )
 from raytune_fed.models._records import (
     ArraySpec, ModelRecord, RecordCodec, RecordError, SiteModel, encode_model, rebuild_model)
 
 __all__ = [
-    "ALLOWED_MODEL_TYPES",
     "CVPlan",
     "ArraySpec",
     "ModelRecord",
@@ -46,7 +43,6 @@ __all__ = [
     "Learner",
     "ProbabilityForest",
     "check_forest_arrays",
-    "check_allowed_model",
     "cross_validate",
     "cross_validated_error",
     "get_learner",

@@ -20,7 +20,6 @@ import itertools
 from typing import Any, Mapping
 
 import numpy as np
-from sklearn.feature_selection import VarianceThreshold
 from sklearn.preprocessing import StandardScaler
 
 from raytune_fed.errors import ConfigError
@@ -49,9 +48,9 @@ def _nnpu_steps(config: Mapping[str, Any], seed: int | None) -> list:
 PU_LEARNERS: Mapping[str, Learner] = {
     learner.name: learner for learner in (
         Learner("upu", SearchSpace((Categorical("lambda", UPU_LAMBDAS), Categorical("basis", ("lm", "gauss")))),
-                _upu_steps, step_types=(VarianceThreshold, StandardScaler, UPU), relative_cost=1.0, task="pu"),
+                _upu_steps, relative_cost=1.0, task="pu"),
         Learner("nnpu", SearchSpace((Categorical("gamma", NNPU_GAMMAS), Categorical("beta", NNPU_BETAS))),
-                _nnpu_steps, step_types=(VarianceThreshold, StandardScaler, NNPU), relative_cost=20.0, task="pu"),
+                _nnpu_steps, relative_cost=20.0, task="pu"),
     )
 }
 

@@ -1,7 +1,8 @@
 """One RFMS experiment: every method on one role assignment, replication and learner.
 
 The analyst's process holds the :class:`~raytune_fed.federation.OpenBox` and reaches the
-curators and the lockbox only through :class:`~raytune_fed.federation.SiteClient` handles.
+curators and the lockbox only through :class:`~raytune_fed.federation.SiteSession` s, to
+which it sends model records.
 Evaluations are cached per configuration, so methods that share the initial design pay
 for it once, and a method that never looks at the remote objective (``lso``) never
 queries a curator.  No Ray import: the grid runner decides where this runs.
@@ -20,10 +21,13 @@ from raytune_fed.metrics import hypervolume, pareto_mask
 from raytune_fed.random import seed_int
 from raytune_fed.workflows.rfms._methods import Method, get_methods
 from raytune_fed.workflows.rfms._spec import ExperimentSpec
-from raytune_fed.algorithms.thresholdout import Thresholdout
-from raytune_fed.federation.legacy import OpenBox, SiteClient, final_all, query_all
+from raytune_fed.federation import Loss, OpenBox, SiteSession, final_all, query_all
 
 REFERENCE_POINT = (1.0, 1.0, 1.0)
+REFUSED_LOSS = 1.0
+"""The remote value of a configuration every curator refused (the worst misclassification)."""
+TOLERATED_REFUSALS = ("guard",)
+"""Refusals a benign method meets and goes on from; any other refusal ends the experiment."""
 
 
 def _ckey(config: Mapping[str, Any]) -> str:
@@ -68,14 +72,23 @@ class Timing:
 
 
 class Evaluator:
-    """Cached objectives of one experiment: local CV error, remote (curator) error, train error."""
+    """Cached objectives of one experiment: local CV error, remote (curator) error, Thresholdout answers.
 
-    def __init__(self, openbox: OpenBox, learner: Any, curators: Sequence[SiteClient], *, n_folds: int,
+    A model goes to the curators as its record (``learner.encode``), never as an object.
+    A curator's differencing guard may refuse a model (for example one that predicts one
+    class on almost every row, or one too close to a model it answered before); the
+    remote value is then the size-weighted mean over the curators that answered, and
+    :data:`REFUSED_LOSS` when none did, so the search steers away from what the sites
+    will not answer.
+    """
+
+    def __init__(self, openbox: OpenBox, learner: Any, curators: Sequence[SiteSession], *, n_folds: int,
                  cv_seed: int, fit_seed: int, timing: Timing) -> None:
         self.openbox, self.learner, self.curators = openbox, learner, list(curators)
         self.n_folds, self.cv_seed, self.fit_seed, self.t = n_folds, cv_seed, fit_seed, timing
         self._local: dict[str, float] = {}
-        self._remote: dict[str, tuple[float, float]] = {}
+        self._remote: dict[str, tuple[float, int]] = {}
+        self.n_queries = 0
 
     def local(self, config: Mapping[str, Any]) -> float:
         k = _ckey(config)
@@ -86,29 +99,48 @@ class Evaluator:
             self.t.n_local += 1
         return self._local[k]
 
-    def remote_and_train(self, config: Mapping[str, Any]) -> tuple[float, float]:
-        """(size-weighted curator in-bag error, openbox in-bag resubstitution error)."""
-        k = _ckey(config)
-        if k not in self._remote:
-            start = time.perf_counter()
-            model = self.openbox.fit(self.learner, config, seed=self.fit_seed)
-            train = self.openbox.inbag_error(model)
-            mid = time.perf_counter()
-            losses = query_all(self.curators, model)
-            end = time.perf_counter()
-            self.t.fit += mid - start
-            self.t.remote += end - mid
+    def _fit(self, config: Mapping[str, Any]) -> tuple[Any, float]:
+        """The record of ``config`` fitted on the openbox's in-bag rows, and its resubstitution error."""
+        start = time.perf_counter()
+        pipeline = self.openbox.fit(self.learner, config, seed=self.fit_seed)
+        out = self.learner.encode(config, pipeline), self.openbox.inbag_error(pipeline)
+        self.t.fit += time.perf_counter() - start
+        return out
+
+    def _ask(self, record: Any, **how: Any) -> tuple[float, int]:
+        """(size-weighted answer of the curators that answered, how many refused)."""
+        start = time.perf_counter()
+        answers = query_all(self.curators, record, tolerate=TOLERATED_REFUSALS, **how)
+        self.t.remote += time.perf_counter() - start
+        self.t.n_remote += 1
+        self.n_queries += 1
+        losses = [a for a in answers if isinstance(a, Loss)]
+        if losses:
             self.t.scoring += sum(loss.seconds for loss in losses)
             self.t.scoring_max += max(loss.seconds for loss in losses)
-            self.t.n_remote += 1
-            weights = np.array([loss.n_rows for loss in losses], dtype=float)
-            remote = float(np.dot(weights, [loss.value for loss in losses]) / weights.sum())
-            self._remote[k] = (remote, train)
+        n_refused = len(answers) - len(losses)
+        if not losses:
+            return REFUSED_LOSS, n_refused
+        weights = np.array([loss.n_rows for loss in losses], dtype=float)
+        return float(np.dot(weights, [loss.value for loss in losses]) / weights.sum()), n_refused
+
+    def remote(self, config: Mapping[str, Any]) -> tuple[float, int]:
+        """(the curators' exact in-bag error, how many curators refused); asked once per configuration."""
+        k = _ckey(config)
+        if k not in self._remote:
+            record, _ = self._fit(config)
+            self._remote[k] = self._ask(record, mechanism="exact")
         return self._remote[k]
+
+    def thresholdout(self, config: Mapping[str, Any]) -> tuple[float, int]:
+        """The curators' Thresholdout answers (each site runs it on its own random stream), asked afresh."""
+        record, train = self._fit(config)
+        return self._ask(record, mechanism="thresholdout", train_loss=train)
 
     @property
     def n_remote_evaluations(self) -> int:
-        return len(self._remote)
+        """Queries sent to the curators (each one goes to every curator)."""
+        return self.n_queries
 
 
 @dataclass
@@ -117,29 +149,28 @@ class MethodRun:
     history: list[dict[str, Any]] = field(default_factory=list)  # config, local, remote, value
     selected: list[dict[str, Any]] = field(default_factory=list)
     n_remote: int = 0
-    budget_used: int | None = None
+    n_refused: int = 0      # evaluations at least one curator refused
     seconds: float = 0.0
 
 
 def _run_method(method: Method, ev: Evaluator, space: Any, design: list[dict], n_iter: int,
-                 seed: np.random.SeedSequence, thresholdout_budget: int | None, t: Timing) -> MethodRun:
+                 seed: np.random.SeedSequence, t: Timing) -> MethodRun:
     from raytune_fed.algorithms import GPMinimizer, ParEGO
 
     run = MethodRun(method)
     start = time.perf_counter()
     n_total = len(design) + n_iter
-    s_search, s_th, s_rand = seed.spawn(3)
-    th = Thresholdout(budget=thresholdout_budget, seed=s_th) if method.thresholdout else None
+    s_search, _, s_rand = seed.spawn(3)  # the middle stream fed the analyst-side Thresholdout before sites ran it
 
     def observe(config: dict) -> tuple[float, float | None, float | None]:
+        """(local, exact remote or None, Thresholdout answer or None)."""
         local = ev.local(config)
-        remote = None
-        if method.needs_remote:
-            remote, train = ev.remote_and_train(config)
-            run.n_remote += 1
-            if th is not None:
-                return local, remote, th.answer(train, remote)
-        return local, remote, None
+        if not method.needs_remote:
+            return local, None, None
+        answer, n_refused = ev.thresholdout(config) if method.thresholdout else ev.remote(config)
+        run.n_remote += 1
+        run.n_refused += n_refused > 0
+        return (local, None, answer) if method.thresholdout else (local, answer, None)
 
     if method.kind == "random":
         configs = space.sample(n_total, np.random.default_rng(s_rand))
@@ -147,8 +178,7 @@ def _run_method(method: Method, ev: Evaluator, space: Any, design: list[dict], n
             local, remote, _ = observe(c)
             run.history.append({"config": c, "local": local, "remote": remote})
     else:
-        seed_int = int(s_search.generate_state(1)[0])
-        common = dict(seed=seed_int, n_initial_points=len(design), points_to_evaluate=list(design))
+        common = dict(seed=int(s_search.generate_state(1)[0]), n_initial_points=len(design), points_to_evaluate=list(design))
         core = ParEGO(space, 2, **common) if method.kind == "multi" else GPMinimizer(space, **common)
         for _ in range(n_total):
             s0 = time.perf_counter()
@@ -165,7 +195,6 @@ def _run_method(method: Method, ev: Evaluator, space: Any, design: list[dict], n
             run.history.append({"config": c, "local": local, "remote": remote,
                                 "value": row[0] if method.kind != "multi" else None})
     run.selected = _select(method, run.history)
-    run.budget_used = th.budget_used if th is not None else None
     run.seconds = time.perf_counter() - start
     return run
 
@@ -182,9 +211,30 @@ def _select(method: Method, history: list[dict[str, Any]]) -> list[dict[str, Any
     return list(seen.values())
 
 
-def run_experiment(spec: ExperimentSpec, openbox: OpenBox, curators: Sequence[SiteClient], lockbox: SiteClient,
+def _final_losses(openbox: OpenBox, learner: Any, configs: list[dict], fit_seed: int,
+                  curators: Sequence[SiteSession], lockbox: SiteSession
+                  ) -> tuple[list[float], list[float | None], list[float | None]]:
+    """Refit every selected configuration once; its out-bag errors at the openbox, the curators
+    (mean over those that answered) and the lockbox.  ``None``: the sites withheld it (guard)."""
+    pipelines = [openbox.fit(learner, c, seed=fit_seed) for c in configs]
+    ob_out = [openbox.outbag_error(p) for p in pipelines]
+    records = [learner.encode(c, p) for c, p in zip(configs, pipelines)]
+    *cu_finals, lb_final = final_all([*curators, lockbox], records)
+    cu_out: list[float | None] = []
+    for i in range(len(configs)):
+        answered = [f.values[i] for f in cu_finals if f.values[i] is not None]
+        cu_out.append(float(np.mean(answered)) if answered else None)  # unweighted mean over curators
+    return ob_out, cu_out, list(lb_final.values)
+
+
+def run_experiment(spec: ExperimentSpec, openbox: OpenBox, curators: Sequence[SiteSession], lockbox: SiteSession,
                    *, progress: Callable[[str], None] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Run every method of ``spec``; returns one row per method and the experiment's timing."""
+    """Run every method of ``spec``; returns one row per method and the experiment's timing.
+
+    A final loss the sites withheld is ``None`` in the row's lists (counted in
+    ``n_withheld_finals``) and counts as the reference point's coordinate, 1.0, in the
+    hypervolume, so that model adds no volume.
+    """
     from raytune_fed.models import get_learner
 
     s = spec.settings
@@ -199,31 +249,26 @@ def run_experiment(spec: ExperimentSpec, openbox: OpenBox, curators: Sequence[Si
 
     runs = []
     for method, mseed in zip(methods, ss_methods.spawn(len(methods))):
-        runs.append(_run_method(method, ev, learner.space, design, s.n_iter, mseed, s.thresholdout_budget, t))
+        runs.append(_run_method(method, ev, learner.space, design, s.n_iter, mseed, t))
         if progress:
             progress(f"{spec.learner} ob={spec.openbox} lb={spec.lockbox} rep={spec.replication}: {method.name} done")
 
-    # final evaluation: refit every selected configuration once, score on all out-bags
     f0 = time.perf_counter()
     finals: dict[str, dict] = {}
     for run in runs:
         for c in run.selected:
             finals.setdefault(_ckey(c), c)
     keys = list(finals)
-    models = [openbox.fit(learner, finals[k], seed=fit_seed) for k in keys]
-    ob_out = [openbox.outbag_error(m) for m in models]
-    cu_finals = final_all(curators, models)
-    cu_out = np.mean([f.values for f in cu_finals], axis=0).tolist()  # unweighted mean over curators
-    (lb_final,) = final_all([lockbox], models)
-    lb_out = list(lb_final.values)
+    ob_out, cu_out, lb_out = _final_losses(openbox, learner, [finals[k] for k in keys], fit_seed, curators, lockbox)
     t.final += time.perf_counter() - f0
     t.total = time.perf_counter() - t0
 
     index = {k: i for i, k in enumerate(keys)}
+    worst = lambda v: REFERENCE_POINT[0] if v is None else v  # noqa: E731
     rows = []
     for run in runs:
         idx = [index[_ckey(c)] for c in run.selected]
-        pts = np.array([[ob_out[i], cu_out[i], lb_out[i]] for i in idx])
+        pts = np.array([[ob_out[i], worst(cu_out[i]), worst(lb_out[i])] for i in idx])
         rows.append({
             "dataset": s.dataset, "split": s.split, "learner": spec.learner, "method": run.method.name,
             "openbox": spec.openbox, "lockbox": spec.lockbox, "curators": list(spec.curators),
@@ -233,7 +278,8 @@ def run_experiment(spec: ExperimentSpec, openbox: OpenBox, curators: Sequence[Si
             "lockbox_loss": [lb_out[i] for i in idx],
             "hypervolume": hypervolume(pts, REFERENCE_POINT),
             "n_evaluations": len(run.history), "n_curator_queries": run.n_remote,
-            "thresholdout_budget_used": run.budget_used, "seconds": run.seconds,
+            "n_refused_evaluations": run.n_refused,
+            "n_withheld_finals": sum(cu_out[i] is None or lb_out[i] is None for i in idx), "seconds": run.seconds,
         })
     info = {"timing": t.as_dict(), "n_curator_queries_total": ev.n_remote_evaluations, "n_final_models": len(keys)}
     return rows, info

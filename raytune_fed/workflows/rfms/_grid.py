@@ -2,8 +2,8 @@
 
 Parallel grain: one cell (role assignment x replication x learner, every method) is one
 Ray task holding one CPU; it drives its searchers through their ask/tell cores in-process
-and talks to long-lived site actors (one :class:`~raytune_fed.federation.SiteHost` per
-site, its rows shipped once).  So Ray costs one task per cell and about a millisecond per
+and talks to long-lived restricted sites (one :class:`~raytune_fed.federation.Site` per
+site: a Ray actor, a network service or, without Ray, an object in this process).  So Ray costs one task per cell and about a millisecond per
 curator query, never a Tune trial per evaluation.  Storing, resuming, retrying, placing
 and progress are the grid engine's (:mod:`raytune_fed.grid`).
 """
@@ -99,31 +99,50 @@ class RunCell:
 def run_grid(settings: RFMSSettings, *, learners: Sequence[str], n_reps: int = 1, n_pairs: int | None = None,
              out: str | Path, address: str | None = None, num_cpus: int | None = None,
              progress: Progress | None = None, recompute_damaged: bool = False, placement_timeout: float = 600.0,
-             max_retries: int = 2) -> pd.DataFrame:
+             max_retries: int = 2, sites: str | Path = "actor") -> pd.DataFrame:
     """Run (or resume) an RFMS grid; writes ``results.parquet`` and ``summary.json`` under ``out``.
 
     Everything is checked before Ray starts: the arguments, the output directory, the
-    dataset and every site.  See :func:`raytune_fed.grid.run_cells` for what happens to
-    failed, unplaceable and damaged cells.
+    dataset and every site.  ``sites`` is where the data sites run: ``"local"`` (in this
+    process; the cells then run here one after another, without Ray), ``"actor"`` (Ray
+    actors), ``"service"`` (local network services), or a sites file of running sites by
+    URL (see :func:`~raytune_fed.workflows.rfms.start_sites`).  Simulated sites start
+    afresh on every run, their ledgers under ``out/sites/``.  See
+    :func:`raytune_fed.grid.run_cells` for what happens to failed, unplaceable and damaged
+    cells.
     """
+    from raytune_fed.grid import InProcessExecutor
     from raytune_fed.runtime import connect
+    from raytune_fed.workflows.rfms._sites import check_sites_choice, grid_schedule, remote_sites, start_sites
 
     check_address(address)
     if num_cpus is not None:
         check_int("num_cpus", num_cpus, 1)
-    executor = RayExecutor(max_retries=max_retries, placement_timeout=placement_timeout)
+    sites = check_sites_choice(sites)
+    executor = InProcessExecutor() if sites == "local" else \
+        RayExecutor(max_retries=max_retries, placement_timeout=placement_timeout)
     _check_learners(learners)
     check_int("n_reps", n_reps, 1)
     store = ResultStore(out)
     plan = plan_sites(settings)
     specs = build_grid(settings, n_sites=len(plan.site_names), learners=learners, n_reps=n_reps, n_pairs=n_pairs,
                        site_names=plan.site_names)
-    run_cell = None
+    if isinstance(sites, Path):
+        remote_sites(plan, sites)  # the file is checked before Ray starts
+    run_cell, started = None, None
     if any(store.inspect(spec.key).state != "done" for spec in specs):
-        connect(address, num_cpus)
-        run_cell = RunCell(start_sites(plan))
-    result = run_cells(specs, run_cell, store, executor, recompute_damaged=recompute_damaged, progress=progress,
-                       name="rfms")
+        if sites != "local":
+            connect(address, num_cpus)
+        workdir = Path(out) / "sites" / time.strftime("%Y%m%dT%H%M%S")
+        started = start_sites(plan, settings, grid_schedule(specs), sites=sites, n_learners=len(set(learners)),
+                              workdir=workdir, max_retries=max_retries)
+        run_cell = RunCell(started.handles)
+    try:
+        result = run_cells(specs, run_cell, store, executor, recompute_damaged=recompute_damaged, progress=progress,
+                           name="rfms")
+    finally:
+        if started is not None:
+            started.close()
     frame = result.frame()
     frame.attrs["grid_seconds"] = result.seconds
     write_results(frame, out)

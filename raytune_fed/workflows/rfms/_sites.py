@@ -3,23 +3,32 @@
 * :func:`plan_sites` - the driver loads the dataset, splits it into sites and checks, before
   anything starts, that every site can play every role (an in-bag/out-bag split, the
   openbox's cross-validation, at least one feature that is not constant);
-* :func:`start_sites` - one long-lived :class:`~raytune_fed.federation.SiteHost` actor per
-  site, its rows shipped to Ray once;
+* :func:`rfms_site_policy` - the policy template the grid gives the sites it simulates
+  (budget and final answers sized from the grid, Thresholdout and the guard from the
+  settings);
+* :func:`start_sites` - the sites of a plan as restricted
+  :class:`~raytune_fed.federation.Site` s, in this process (``"local"``), as Ray actors
+  (``"actor"``) or as local network services (``"service"``), or already running
+  elsewhere and listed in a sites file by URL; every site is shown the grid's schedule
+  (:func:`~raytune_fed.federation.rfms_schedule`) once and checks each request against it;
 * :func:`run_with_sites` - the one place a cell talks to its sites: it opens the cell's
-  curator and lockbox sessions, hands the experiment its openbox and clients, reads the
-  curators' ledgers and closes the sessions.
+  curator and lockbox sessions for the cell's unit, hands the experiment its openbox and
+  sessions, and reads the curators' ledgers.
 """
 
 from __future__ import annotations
 
-import uuid
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from raytune_fed.errors import ConfigError, RaytuneFedError
 from raytune_fed.workflows.rfms._spec import ExperimentSpec, RFMSSettings
+
+DEPLOYMENTS = ("local", "actor", "service")
 
 
 @dataclass(frozen=True)
@@ -72,56 +81,165 @@ def _check_site(name: str, X: np.ndarray, y: np.ndarray, settings: RFMSSettings)
                           f"constant features and would have none left")
 
 
+def check_sites_choice(sites: Any) -> str | Path:
+    """``sites`` as given to :func:`run_grid`: a deployment name or the path of a sites file."""
+    if isinstance(sites, str) and sites in DEPLOYMENTS:
+        return sites
+    if isinstance(sites, (str, os.PathLike)) and str(sites).lower().endswith((".toml", ".json")):
+        path = Path(sites)
+        if not path.is_file():
+            raise ConfigError(f"sites file not found: {os.fspath(path)!r}")
+        return path
+    raise ConfigError(f"sites must be one of {list(DEPLOYMENTS)} or a .toml/.json sites file, got {sites!r}")
+
+
+def remote_sites(plan: SitePlan, path: Path) -> tuple[Any, ...]:
+    """Clients for the plan's sites from a sites file (checked, nothing contacted yet)."""
+    from raytune_fed.federation import load_site_directory
+
+    found = load_site_directory(path)
+    missing = [n for n in plan.site_names if n not in found]
+    if missing:
+        raise ConfigError(f"the sites file {path.name!r} lacks sites {missing} of the dataset's split "
+                          f"(it lists {sorted(found)})")
+    return tuple(found[n] for n in plan.site_names)
+
+
+def rfms_site_policy(settings: RFMSSettings, schedule: Any, n_learners: int, max_retries: int = 2) -> dict:
+    """The policy template of the sites an RFMS grid simulates (each site adds its name and seed).
+
+    The grid plays every site's owner, so it sizes what must suffice for the benign methods:
+    a query budget of every query the site's curator cells can send (each method that
+    needs the remote value asks at most ``n_init + n_iter`` times per cell), one final
+    answer per unit and learner, and room for a cell to be retried ``max_retries`` times.
+    The differencing guard's ``k`` and the Thresholdout budget come from ``settings``.
+    """
+    from raytune_fed.workflows.rfms._methods import get_methods
+
+    n_remote_methods = sum(m.needs_remote for m in get_methods(settings.methods))
+    per_cell = n_remote_methods * (settings.n_init + settings.n_iter)
+    units_as_curator = max(sum(len(u.curators) for u in schedule.units), 1)  # over all sites: an upper bound
+    thresholdout = {} if settings.thresholdout_budget is None else {"budget": settings.thresholdout_budget}
+    return {
+        "max_units": len(schedule.units),
+        "curator": {"inbag_fraction": settings.inbag_fraction, "mechanisms": ["exact", "thresholdout"],
+                    "query_budget": max(per_cell * n_learners * units_as_curator * (1 + max_retries), 1),
+                    "finals_per_unit": n_learners * (1 + max_retries)},
+        "lockbox": {"finals_per_unit": n_learners * (1 + max_retries)},
+        "final": {"max_models": 256},  # every configuration the methods select, in one batch
+        "guard": {"k": settings.guard_k},
+        "thresholdout": thresholdout,
+    }
+
+
 @dataclass(frozen=True)
 class SiteHandles:
-    """What a cell needs to reach the sites on Ray: each site's rows (shipped once) and its actor."""
+    """What a cell needs: each site's rows for when it is the openbox (``ObjectRef`` s on
+    Ray, shipped once) and one client per site (local, actor or service)."""
 
     data: tuple[tuple[Any, Any], ...]
-    hosts: tuple[Any, ...]
+    clients: tuple[Any, ...]
+    deployment: str
 
 
-def start_sites(plan: SitePlan) -> SiteHandles:
-    """One :class:`SiteHost` actor per site (placed on its ``site:<name>`` node when there is one)."""
-    import ray
+class StartedSites:
+    """Sites started for a grid: ``handles`` for the cells; ``close()`` stops local services."""
 
-    from raytune_fed.federation.legacy import SiteHost, remote_site
+    def __init__(self, handles: SiteHandles, simulated: Any = None) -> None:
+        self.handles = handles
+        self._simulated = simulated
 
-    data = tuple(tuple(ray.put(a) for a in plan.site(i)) for i in range(len(plan.site_names)))
-    hosts = tuple(remote_site(SiteHost, name, *data[i]) for i, name in enumerate(plan.site_names))
-    return SiteHandles(data, hosts)
+    def close(self) -> None:
+        if self._simulated is not None:
+            self._simulated.close()
+
+    def __enter__(self) -> "StartedSites":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def start_sites(plan: SitePlan, settings: RFMSSettings, schedule: Any, *, sites: str | Path = "actor",
+                n_learners: int = 1, workdir: str | os.PathLike, max_retries: int = 2) -> StartedSites:
+    """Start (or reach) every site of ``plan`` and declare ``schedule`` to each.
+
+    ``sites`` is a deployment (see :data:`DEPLOYMENTS`; the grid plays the owners and
+    writes their ledgers under ``workdir``) or a sites file listing each site of the plan
+    by URL (:func:`~raytune_fed.federation.load_site_directory`): those sites run under
+    their owners' own policies.  The openbox is the analyst's own data: its rows come
+    from the plan in every case.
+    """
+    from raytune_fed import federation
+
+    sites = check_sites_choice(sites)
+    simulated = None
+    if isinstance(sites, Path):
+        clients, deployment = remote_sites(plan, sites), "service"
+    else:
+        template = rfms_site_policy(settings, schedule, n_learners, max_retries)
+        simulated = federation.start_sites({n: plan.site(i) for i, n in enumerate(plan.site_names)},
+                                           template=template, seed=settings.seed, workdir=workdir,
+                                           deployment=sites)
+        clients, deployment = tuple(simulated.clients[n] for n in plan.site_names), sites
+    try:
+        for client in clients:
+            client.declare_schedule(schedule)
+    except RaytuneFedError as exc:
+        if simulated is not None:
+            simulated.close()
+        raise ConfigError(f"a site did not accept the grid's schedule: {exc}") from None
+    data = tuple(plan.site(i) for i in range(len(plan.site_names)))
+    if deployment != "local":
+        import ray
+
+        data = tuple(tuple(ray.put(a) for a in d) for d in data)
+    return StartedSites(SiteHandles(data, clients, deployment), simulated)
+
+
+def grid_schedule(specs: Sequence[ExperimentSpec]) -> Any:
+    """The schedule a grid declares to its sites once: each role assignment of ``specs`` x its replications."""
+    from raytune_fed.federation import rfms_schedule
+
+    first = specs[0]
+    assignments = list({(s.openbox, s.lockbox): s for s in specs if s.replication == 0}.values())
+    n_reps = 1 + max(s.replication for s in specs)
+    return rfms_schedule(first.site_names or tuple(first.site_name(i) for i in range(
+        1 + max(max(s.openbox, s.lockbox, *s.curators) for s in specs))), assignments, n_reps)
+
+
+def unit_of(spec: ExperimentSpec) -> Any:
+    """The schedule unit of a cell (its role assignment and replication, by site name)."""
+    from raytune_fed.federation import Unit
+
+    return Unit(spec.site_name(spec.openbox), spec.site_name(spec.lockbox),
+                tuple(spec.site_name(c) for c in spec.curators), spec.replication)
 
 
 def run_with_sites(spec: ExperimentSpec, sites: SiteHandles,
                    experiment: Callable[[Any, Sequence[Any], Any], tuple[list[dict], dict]]) -> tuple[list[dict], dict]:
-    """Run ``experiment(openbox, curators, lockbox)`` for ``spec`` against its sites.
+    """Run ``experiment(openbox, curator_sessions, lockbox_session)`` for ``spec`` against its sites.
 
-    Opens one session per curator and one for the lockbox (a fresh id per attempt, so a
-    cell whose worker died can be retried), adds the curators' ledger query counts to the
-    experiment's info and closes the sessions.
+    Opens one session per curator and one for the lockbox for the cell's unit (the sites
+    issue the tokens and refuse a unit they were not scheduled for) and adds the curators'
+    ledger query counts (answered or refused) to the experiment's info.  Sessions stay open: closing one is the
+    site owner's act, and the ledger keeps them either way.
     """
-    import ray
-
-    from raytune_fed.federation.legacy import OpenBox, SiteClient
+    from raytune_fed.federation import OpenBox
 
     s = spec.settings
     seeds = spec.split_seed().spawn(max(len(spec.site_names), spec.openbox + 1, spec.lockbox + 1,
                                         *(c + 1 for c in spec.curators)))
-    X, y = ray.get(list(sites.data[spec.openbox]))
+    X, y = sites.data[spec.openbox]
+    if sites.deployment != "local":
+        import ray
+
+        X, y = ray.get([X, y])
     openbox = OpenBox(X, y, name=spec.site_name(spec.openbox), inbag_fraction=s.inbag_fraction,
                       seed=seeds[spec.openbox])
-    session = f"rfms-{spec.key}-{uuid.uuid4().hex[:12]}"
-    curator_hosts = [sites.hosts[c] for c in spec.curators]
-    lockbox_host = sites.hosts[spec.lockbox]
-    opened = [h.open_session.remote(session, "curator", seed=seeds[c], inbag_fraction=s.inbag_fraction)
-              for h, c in zip(curator_hosts, spec.curators)]
-    opened.append(lockbox_host.open_session.remote(session, "lockbox"))
-    ray.get(opened)
-    try:
-        rows, info = experiment(openbox, [SiteClient(h, session) for h in curator_hosts],
-                                SiteClient(lockbox_host, session))
-        ledgers = ray.get([h.ledger.remote(session) for h in curator_hosts])
-        info["n_ledger_queries"] = [sum(e.kind == "query" for e in led.entries) for led in ledgers]
-    finally:  # best effort: a dead site must not hide the error that ended the experiment
-        closing = [h.close_session.remote(session) for h in [*curator_hosts, lockbox_host]]
-        ray.wait(closing, num_returns=len(closing), timeout=60)
+    unit = unit_of(spec)
+    curators = [sites.clients[c].open_session(unit, "curator") for c in spec.curators]
+    lockbox = sites.clients[spec.lockbox].open_session(unit, "lockbox")
+    rows, info = experiment(openbox, curators, lockbox)
+    info["n_ledger_queries"] = [sum(e.kind in ("query", "refused") for e in c.ledger().entries) for c in curators]
     return rows, info

@@ -15,7 +15,11 @@ from raytune_fed.workflows.rfms._methods import get_methods
 
 @dataclass(frozen=True)
 class RFMSSettings:
-    """What every experiment of a grid shares (checked when built, before anything runs)."""
+    """What every experiment of a grid shares (checked when built, before anything runs).
+
+    ``thresholdout_budget`` and ``guard_k`` (the differencing guard's k, 0 = off) go into
+    the policies of the sites the grid simulates; sites reached by URL keep their owners'.
+    """
 
     dataset: str
     target: str | None = None
@@ -28,6 +32,7 @@ class RFMSSettings:
     inbag_fraction: float = 0.8
     seed: int = 0
     thresholdout_budget: int | None = None
+    guard_k: int = 5
     methods: tuple[str, ...] = ("lso", "fso2", "fso5", "fso8", "fso_th", "fmo", "rand_mo")
 
     def __post_init__(self) -> None:
@@ -38,6 +43,7 @@ class RFMSSettings:
         check_int("n_iter", self.n_iter, 0)
         check_int("n_folds", self.n_folds, 2)
         check_int("seed", self.seed, 0)
+        check_int("guard_k", self.guard_k, 0)
         if self.thresholdout_budget is not None:
             check_int("thresholdout_budget", self.thresholdout_budget, 0)
         check_share("inbag_fraction", self.inbag_fraction, 0.0, 1.0, low_open=True)
