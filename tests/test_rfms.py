@@ -156,7 +156,7 @@ def test_experiment_rows_ledgers_and_seals(tmp_path):
 
 
 def test_fso_th_answers_come_from_the_curators_thresholdout(tmp_path):
-    rows, info, curators, _ = _local_experiment(["fso5", "fso_th"], tmp_path)
+    rows, info, curators, _ = _local_experiment(["fso5", "fso_th"], tmp_path, guard_k=5)
     by = {r["method"]: r for r in rows}
     assert by["fso_th"]["n_curator_queries"] == TINY["n_init"] + TINY["n_iter"]
     for site in ("s1", "s2", "s3"):
@@ -315,7 +315,7 @@ def test_every_deployment_and_sites_by_url_give_the_same_numbers(ray_session, tm
     from raytune_fed import federation
     from raytune_fed.workflows.rfms import plan_sites, rfms_site_policy
 
-    settings = RFMSSettings(dataset="geo5_sim", methods=("lso", "fso5", "fso_th", "fmo"), **TINY)
+    settings = RFMSSettings(dataset="geo5_sim", methods=("lso", "fso5", "fso_th", "fmo"), guard_k=5, **TINY)
     compared = ["experiment", "method", "hypervolume", "selected", "curator_outbag", "lockbox_loss",
                 "n_refused_evaluations"]
     frames = {kind: run_grid(settings, learners=["svm"], n_reps=1, n_pairs=1, out=tmp_path / kind, sites=kind)

@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_site_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--guard-k", type=int, default=5,
+    p.add_argument("--guard-k", type=int, default=0,
                    help="differencing guard of the simulated sites: refuse models fewer than K rows apart or with "
                         "fewer than K rows in a class (0 turns it off; default: %(default)s)")
     p.add_argument("--sites", default="actor", metavar="MODE|FILE",

@@ -19,6 +19,9 @@ class RFMSSettings:
 
     ``thresholdout_budget`` and ``guard_k`` (the differencing guard's k, 0 = off) go into
     the policies of the sites the grid simulates; sites reached by URL keep their owners'.
+    The guard is off by default for simulated sites: it remembers answers across cells, so
+    with cells in parallel its refusals depend on timing (see the README), and on data whose
+    models do not transfer between sites it refuses nearly every remote query.
     """
 
     dataset: str
@@ -32,7 +35,7 @@ class RFMSSettings:
     inbag_fraction: float = 0.8
     seed: int = 0
     thresholdout_budget: int | None = None
-    guard_k: int = 5
+    guard_k: int = 0
     methods: tuple[str, ...] = ("lso", "fso2", "fso5", "fso8", "fso_th", "fmo", "rand_mo")
 
     def __post_init__(self) -> None:
