@@ -1,7 +1,7 @@
 """The RFMS grid: its cells, how one cell runs, and the composition on the grid engine.
 
 Parallel grain: one cell (role assignment x replication x learner, every method) is one
-Ray task holding one CPU; it drives its searchers through their ask/tell cores in-process
+Ray task holding one CPU (more in the grid's tail, for parallel CV folds: ``long_tail``); it drives its searchers through their ask/tell cores in-process
 and talks to long-lived site actors (one :class:`~raytune_fed.federation.SiteHost` per
 site, its rows shipped once).  So Ray costs one task per cell and about a millisecond per
 curator query, never a Tune trial per evaluation.  Storing, resuming, retrying, placing
@@ -99,32 +99,41 @@ class RunCell:
 def run_grid(settings: RFMSSettings, *, learners: Sequence[str], n_reps: int = 1, n_pairs: int | None = None,
              out: str | Path, address: str | None = None, num_cpus: int | None = None,
              progress: Progress | None = None, recompute_damaged: bool = False, placement_timeout: float = 600.0,
-             max_retries: int = 2) -> pd.DataFrame:
+             max_retries: int = 2, long_tail: bool = True) -> pd.DataFrame:
     """Run (or resume) an RFMS grid; writes ``results.parquet`` and ``summary.json`` under ``out``.
 
     Everything is checked before Ray starts: the arguments, the output directory, the
     dataset and every site.  See :func:`raytune_fed.grid.run_cells` for what happens to
-    failed, unplaceable and damaged cells.
+    failed, unplaceable and damaged cells.  ``long_tail`` lends idle cores to the last
+    cells (their CV folds run in parallel; the rows do not change).  The summary's
+    ``utilisation`` (and ``frame.attrs``) says how busy the cluster's cores were while
+    the cells of this call ran, tail included.
     """
     from raytune_fed.runtime import connect
 
     check_address(address)
     if num_cpus is not None:
         check_int("num_cpus", num_cpus, 1)
-    executor = RayExecutor(max_retries=max_retries, placement_timeout=placement_timeout)
+    executor = RayExecutor(max_retries=max_retries, placement_timeout=placement_timeout, long_tail=long_tail)
     _check_learners(learners)
     check_int("n_reps", n_reps, 1)
     store = ResultStore(out)
     plan = plan_sites(settings)
     specs = build_grid(settings, n_sites=len(plan.site_names), learners=learners, n_reps=n_reps, n_pairs=n_pairs,
                        site_names=plan.site_names)
-    run_cell = None
+    run_cell, n_cores = None, 0
     if any(store.inspect(spec.key).state != "done" for spec in specs):
+        import ray
+
         connect(address, num_cpus)
         run_cell = RunCell(start_sites(plan))
+        n_cores = int(ray.cluster_resources().get("CPU", 0))
     result = run_cells(specs, run_cell, store, executor, recompute_damaged=recompute_damaged, progress=progress,
                        name="rfms")
     frame = result.frame()
     frame.attrs["grid_seconds"] = result.seconds
-    write_results(frame, out)
+    extra = {}
+    if result.usages and n_cores:
+        extra["utilisation"] = frame.attrs["utilisation"] = result.utilisation(n_cores)
+    write_results(frame, out, extra)
     return frame
