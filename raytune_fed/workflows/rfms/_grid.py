@@ -21,7 +21,7 @@ import pandas as pd
 from raytune_fed._checks import check_int, check_unique
 from raytune_fed.grid import CellResult, Progress, RayExecutor, check_grid_size, run_cells
 from raytune_fed.runtime import check_address
-from raytune_fed.store import ResultStore
+from raytune_fed.store import ResultStore, write_atomic
 from raytune_fed.workflows.rfms._sites import SiteHandles, plan_sites, run_with_sites, start_sites
 from raytune_fed.workflows.rfms._spec import ExperimentSpec, RFMSSettings
 from raytune_fed.workflows.rfms._summary import write_results
@@ -105,9 +105,10 @@ def run_grid(settings: RFMSSettings, *, learners: Sequence[str], n_reps: int = 1
     Everything is checked before Ray starts: the arguments, the output directory, the
     dataset and every site.  See :func:`raytune_fed.grid.run_cells` for what happens to
     failed, unplaceable and damaged cells.  ``long_tail`` lends idle cores to the last
-    cells (their CV folds run in parallel; the rows do not change).  The summary's
-    ``utilisation`` (and ``frame.attrs``) says how busy the cluster's cores were while
-    the cells of this call ran, tail included.
+    cells (their CV folds run in parallel; the rows do not change).  ``utilisation.json``
+    (a measurement, kept apart from the summary, which reruns reproduce) and
+    ``frame.attrs["utilisation"]`` say how busy the cluster's cores were while the cells of
+    this call ran, tail included.
     """
     from raytune_fed.runtime import connect
 
@@ -132,8 +133,8 @@ def run_grid(settings: RFMSSettings, *, learners: Sequence[str], n_reps: int = 1
                        name="rfms")
     frame = result.frame()
     frame.attrs["grid_seconds"] = result.seconds
-    extra = {}
+    write_results(frame, out)
     if result.usages and n_cores:
-        extra["utilisation"] = frame.attrs["utilisation"] = result.utilisation(n_cores)
-    write_results(frame, out, extra)
+        used = frame.attrs["utilisation"] = result.utilisation(n_cores)
+        write_atomic(Path(out) / "utilisation.json", lambda p: Path(p).write_text(json.dumps(used, indent=2)))
     return frame

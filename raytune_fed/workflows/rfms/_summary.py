@@ -32,11 +32,10 @@ def summarize(frame: pd.DataFrame) -> dict[str, Any]:
     return summary
 
 
-def write_results(frame: pd.DataFrame, out: str | Path, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Write ``results.parquet`` and ``summary.json`` (with ``extra`` entries) atomically (each appears complete or
-    not at all)."""
+def write_results(frame: pd.DataFrame, out: str | Path) -> dict[str, Any]:
+    """Write ``results.parquet`` and ``summary.json`` atomically (each appears complete or not at all)."""
     out = Path(out)
-    summary = {**summarize(frame), **(extra or {})}
+    summary = summarize(frame)
     write_atomic(out / "results.parquet", lambda p: frame.to_parquet(p, index=False))
     write_atomic(out / "summary.json", lambda p: Path(p).write_text(json.dumps(summary, indent=2)))
     return summary
