@@ -166,7 +166,10 @@ class RayExecutor:
                 totals = alive_totals(ray.nodes())
                 yield from self._expire(queues, running, slots, blocked_since, totals)
                 if grants is not None and running and not any(queues.values()):
-                    self._lend(grants, granted, running)
+                    try:
+                        self._lend(grants, granted, running)
+                    except Exception:  # the grant actor is gone: the cells go on with what they hold
+                        grants = None
                 while True:  # submit in the given order among the requirements that have room
                     heads = [(q[0][0], need) for need, q in queues.items() if q and slots.fits(need, totals)]
                     if not heads:
