@@ -185,11 +185,17 @@ def main() -> None:
                     "slice": {"dataset": "geo5_sim", "n_pairs": args.pairs, "n_reps": args.reps,
                               "learners": list(LEARNERS), "methods": list(settings.methods)},
                     "runs": {}}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+
+    def save() -> None:  # after every run, so a long benchmark cut short keeps what it measured
+        Path(args.out).write_text(json.dumps(report, indent=2, default=float))
+
     connect(num_cpus=args.num_cpus)
     rows = {}
     for name, tail in (("local_one_core_per_unit", False), ("local_long_tail", True)):
         report["runs"][name], rows[name] = _run(name, settings, work, n_pairs=args.pairs, n_reps=args.reps,
                                                 long_tail=tail, address=None)
+        save()
     ray.shutdown()
     if not args.skip_cluster:
         plan = plan_sites(settings)
@@ -203,14 +209,14 @@ def main() -> None:
             report["runs"][name], rows[name] = _run(name, settings, work, n_pairs=args.pairs, n_reps=args.reps,
                                                     long_tail=True, address=cluster.address)
             report["runs"][name]["nodes"] = {"head": 0, **{s: int(s in openboxes) for s in plan.site_names}}
+            save()
         finally:
             ray.shutdown()
             cluster.shutdown()
     first = next(iter(rows.values()))
     report["identical_rows_across_runs"] = all(r.equals(first) for r in rows.values())
     report["projection"] = _projection(report["runs"]["local_one_core_per_unit"]["units"], args.n_init, args.n_iter)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2, default=float))
+    save()
     print(json.dumps({"identical_rows_across_runs": report["identical_rows_across_runs"],
                       "projection": report["projection"]}, indent=2))
     print(f"written: {args.out}")
