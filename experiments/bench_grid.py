@@ -195,6 +195,8 @@ def main() -> None:
     for name, tail in (("local_one_core_per_unit", False), ("local_long_tail", True)):
         report["runs"][name], rows[name] = _run(name, settings, work, n_pairs=args.pairs, n_reps=args.reps,
                                                 long_tail=tail, address=None)
+        if not tail:
+            report["projection"] = _projection(report["runs"][name]["units"], args.n_init, args.n_iter)
         save()
     ray.shutdown()
     if not args.skip_cluster:
@@ -215,7 +217,6 @@ def main() -> None:
             cluster.shutdown()
     first = next(iter(rows.values()))
     report["identical_rows_across_runs"] = all(r.equals(first) for r in rows.values())
-    report["projection"] = _projection(report["runs"]["local_one_core_per_unit"]["units"], args.n_init, args.n_iter)
     save()
     print(json.dumps({"identical_rows_across_runs": report["identical_rows_across_runs"],
                       "projection": report["projection"]}, indent=2))
