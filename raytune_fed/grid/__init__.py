@@ -5,18 +5,23 @@ A grid is a list of :class:`Cell` specs (frozen, with a content key and a derive
 on an executor (:class:`InProcessExecutor`, :class:`RayExecutor`), stores each result as
 it arrives, records failures without stopping the other cells, and returns the records
 only when every cell is done.  Progress goes to a :class:`ProgressBar` on a terminal and
-to :class:`ProgressLines` otherwise (:func:`make_progress` picks).
+to :class:`ProgressLines` otherwise (:func:`make_progress` picks).  When fewer cells remain
+than cores, :class:`RayExecutor` lends the idle cores to running cells that declare a
+``max_parallelism`` (:func:`share_cores`); :func:`utilisation` measures how busy the
+cores were from each cell's :class:`Usage`.
 """
 
-from raytune_fed.grid._cell import MAX_CELLS, Cell, CellError, CellResult, Demand, Outcome, check_grid_size
+from raytune_fed.grid._cell import MAX_CELLS, Cell, CellError, CellResult, Demand, Outcome, Usage, check_grid_size
 from raytune_fed.grid._engine import GridIncompleteError, GridResult, run_cells
 from raytune_fed.grid._executors import Executor, InProcessExecutor
+from raytune_fed.grid._grants import Running, share_cores, utilisation
 from raytune_fed.grid._placement import Slots, alive_totals, capacity, requirement, why_unplaceable
 from raytune_fed.grid._progress import Progress, ProgressBar, ProgressLines, make_progress
 from raytune_fed.grid._ray import RayExecutor
 
 __all__ = [
     "MAX_CELLS", "Cell", "CellError", "CellResult", "Demand", "Executor", "GridIncompleteError", "GridResult",
-    "InProcessExecutor", "Outcome", "Progress", "ProgressBar", "ProgressLines", "RayExecutor", "Slots",
-    "alive_totals", "capacity", "check_grid_size", "make_progress", "requirement", "run_cells", "why_unplaceable",
+    "InProcessExecutor", "Outcome", "Progress", "ProgressBar", "ProgressLines", "RayExecutor", "Running", "Slots",
+    "Usage", "alive_totals", "capacity", "check_grid_size", "make_progress", "requirement", "run_cells",
+    "share_cores", "utilisation", "why_unplaceable",
 ]

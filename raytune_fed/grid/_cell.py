@@ -29,7 +29,9 @@ class Cell:
     * ``root_seed`` - the grid's one seed;
 
     and may override :attr:`cost` (relative run time: longer cells start first),
-    :attr:`label` (how progress lines name it) and :attr:`demand` (what it needs on Ray).
+    :attr:`label` (how progress lines name it), :attr:`demand` (what it needs on Ray) and
+    :attr:`max_parallelism` (how many cores it can use when the grid's tail lends it more;
+    it reads its grant with :func:`raytune_fed.cores.available_cores`).
     """
 
     def config(self) -> dict[str, Any]:
@@ -63,6 +65,10 @@ class Cell:
     @property
     def demand(self) -> "Demand":
         return Demand()
+
+    @property
+    def max_parallelism(self) -> int:
+        return 1
 
 
 @dataclass(frozen=True)
@@ -110,13 +116,30 @@ class CellError:
 
 
 @dataclass(frozen=True)
+class Usage:
+    """What one cell used: wall-clock ``start``/``end`` (``time.time()``), the CPU seconds of its
+    process (all threads), the most cores it was granted and the core-seconds granted."""
+
+    start: float
+    end: float
+    cpu_seconds: float
+    cores: int = 1
+    core_seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.core_seconds is None:
+            object.__setattr__(self, "core_seconds", max(self.end - self.start, 0.0))
+
+
+@dataclass(frozen=True)
 class Outcome:
-    """One cell's end as an executor reports it: a result or an error, and its wall time."""
+    """One cell's end as an executor reports it: a result or an error, its wall time and what it used."""
 
     cell: Cell
     result: CellResult | None
     error: CellError | None
     seconds: float
+    usage: Usage | None = None
 
 
 def as_result(value: Any) -> CellResult:

@@ -21,7 +21,8 @@ from typing import Any, Callable, Sequence
 import pandas as pd
 
 from raytune_fed.errors import ConfigError, RaytuneFedError, StoreError
-from raytune_fed.grid._cell import Cell, CellError, Outcome, check_grid_size
+from raytune_fed.grid._cell import Cell, CellError, Outcome, Usage, check_grid_size
+from raytune_fed.grid._grants import utilisation
 from raytune_fed.grid._executors import Executor, InProcessExecutor
 from raytune_fed.grid._progress import Progress, Silent
 from raytune_fed.store import Record, ResultStore, damaged_message
@@ -46,6 +47,11 @@ class GridResult:
     n_run: int
     n_resumed: int
     seconds: float
+    usages: tuple[Usage, ...] = ()
+
+    def utilisation(self, n_cores: int) -> dict[str, Any]:
+        """How busy ``n_cores`` cores were while the cells of this call ran (see :func:`~raytune_fed.grid.utilisation`)."""
+        return utilisation(self.usages, n_cores, self.seconds)
 
     def frame(self) -> pd.DataFrame:
         """One row per stored row: the row's values, then its timings, then ``cell_key``."""
@@ -96,8 +102,11 @@ def run_cells(cells: Sequence[Cell], run_cell: Callable[[Cell], Any], store: Res
     n_done = sum(states[c.key].state == "done" for c in cells)
     progress.start(name, len(cells), n_done, sum(float(c.cost) for c in todo))
     outcomes = executor.run(todo, run_cell)
+    usages: list[Usage] = []
     try:
         for outcome in outcomes:
+            if outcome.usage is not None:
+                usages.append(outcome.usage)
             outcome = _store(store, outcome)
             progress.advance(outcome)
             if outcome.error is not None:
@@ -111,7 +120,7 @@ def run_cells(cells: Sequence[Cell], run_cell: Callable[[Cell], Any], store: Res
         raise GridIncompleteError(_incomplete_message(name, len(cells), problems, store, damaged, recompute_damaged),
                                   problems)
     records = tuple(store.load(cell.key) for cell in cells)
-    return GridResult(records, len(todo), n_done, time.perf_counter() - started)
+    return GridResult(records, len(todo), n_done, time.perf_counter() - started, tuple(usages))
 
 
 def _store(store: ResultStore, outcome: Outcome) -> Outcome:

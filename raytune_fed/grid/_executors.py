@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
-from raytune_fed.grid._cell import Cell, CellError, Outcome, as_result
+from raytune_fed.grid._cell import Cell, CellError, Outcome, Usage, as_result
 
 RunCell = Callable[[Cell], Any]
 
@@ -23,15 +23,16 @@ class Executor(Protocol):
 
 
 class InProcessExecutor:
-    """Runs cells one after another in this process (tests, debugging, small grids without Ray)."""
+    """Runs cells one after another in this process (tests, debugging, small grids without Ray), one core each."""
 
     def run(self, cells: Sequence[Cell], run_cell: RunCell) -> Iterator[Outcome]:
         for cell in cells:
-            start = time.perf_counter()
+            start, started, cpu = time.perf_counter(), time.time(), time.process_time()
             try:
                 result = as_result(run_cell(cell))
             except Exception as exc:  # a failed cell is reported; the others still run
-                yield Outcome(cell, None, CellError("failed", type(exc).__name__, str(exc) or repr(exc)),
-                              time.perf_counter() - start)
+                result, error = None, CellError("failed", type(exc).__name__, str(exc) or repr(exc))
             else:
-                yield Outcome(cell, result, None, time.perf_counter() - start)
+                error = None
+            usage = Usage(started, time.time(), time.process_time() - cpu)
+            yield Outcome(cell, result, error, time.perf_counter() - start, usage)

@@ -8,6 +8,14 @@
 * At most one cell runs per CPU of the (possibly growing) cluster, and cells of one
   requirement never take more slots than their nodes hold (see ``_placement``).  The
   backlog is announced to the autoscaler with ``request_resources`` and withdrawn at the end.
+* The long tail (``_grants``): once no cell waits to start, the cores that finished cells
+  free are lent to running cells on the same node whose ``max_parallelism`` exceeds their
+  grant.  A small actor holds the grants; a cell reads its own (at most every
+  ``grant_refresh`` seconds) through :func:`raytune_fed.cores.available_cores`.  Ray still
+  books one CPU per cell: the lent cores are ones no other cell will ask for.
+* Each outcome carries the cell's :class:`~raytune_fed.grid.Usage` (start, end, CPU seconds
+  of its worker process, cores granted), from which :func:`~raytune_fed.grid.utilisation`
+  computes how busy the cluster was.
 * A cell that no live node can host (a resource nobody declares, site nodes without
   enough CPUs, its node gone) waits ``placement_timeout`` seconds for the cluster to
   change and is then reported as ``unplaced`` with the reason; the other cells go on.
@@ -15,23 +23,88 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 from typing import Any, Iterator, Sequence
 
 from raytune_fed._checks import check_float, check_int
 from raytune_fed.errors import ConfigError
-from raytune_fed.grid._cell import Cell, CellError, Outcome, as_result
+from raytune_fed.cores import granted_cores
+from raytune_fed.grid._cell import Cell, CellError, Outcome, Usage, as_result
+from raytune_fed.grid._grants import Running, share_cores
 from raytune_fed.grid._executors import RunCell
 from raytune_fed.grid._placement import Requirement, Slots, alive_totals, capacity, requirement, why_unplaceable
 
 _MAX_BUNDLES = 1000
 
 
-def _run_one(run_cell: RunCell, cell: Cell) -> tuple[Any, float]:
-    start = time.perf_counter()
-    result = as_result(run_cell(cell))
-    return result, time.perf_counter() - start
+class _Grants:
+    """The actor that holds the tail's core grants: where each cell runs, and its grant."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, str] = {}
+        self.cores: dict[str, int] = {}
+
+    def started(self, key: str, node: str) -> None:
+        self.nodes[key] = node
+
+    def where(self) -> dict[str, str]:
+        return dict(self.nodes)
+
+    def grant(self, cores: dict[str, int]) -> None:
+        self.cores.update(cores)
+
+    def finished(self, key: str) -> None:
+        self.nodes.pop(key, None)
+        self.cores.pop(key, None)
+
+    def cores_of(self, key: str) -> int:
+        return self.cores.get(key, 1)
+
+
+class _GrantReader:
+    """A cell's view of its grant: asks the actor at most every ``refresh`` seconds, integrates core-seconds."""
+
+    def __init__(self, grants: Any, key: str, refresh: float) -> None:
+        self.grants, self.key, self.refresh = grants, key, refresh
+        self.cores = self.most = 1
+        self.since = self.asked = time.time()
+        self.core_seconds = 0.0
+
+    def __call__(self) -> int:
+        import ray
+
+        now = time.time()
+        if now - self.asked >= self.refresh:
+            self.asked = now
+            cores = int(ray.get(self.grants.cores_of.remote(self.key)))
+            if cores != self.cores:
+                self.core_seconds += self.cores * (now - self.since)
+                self.cores, self.since, self.most = cores, now, max(self.most, cores)
+        return self.cores
+
+    def close(self) -> tuple[int, float]:
+        return self.most, self.core_seconds + self.cores * (time.time() - self.since)
+
+
+def _run_one(run_cell: RunCell, cell: Cell, grants: Any, refresh: float) -> tuple[Any, float, Usage]:
+    start, started, cpu = time.perf_counter(), time.time(), time.process_time()
+    if grants is None:
+        result = as_result(run_cell(cell))
+        return result, time.perf_counter() - start, Usage(started, time.time(), time.process_time() - cpu)
+    import ray
+
+    grants.started.remote(cell.key, ray.get_runtime_context().get_node_id())
+    reader = _GrantReader(grants, cell.key, refresh)
+    try:
+        with granted_cores(reader):
+            result = as_result(run_cell(cell))
+    finally:
+        grants.finished.remote(cell.key)
+    most, core_seconds = reader.close()
+    return result, time.perf_counter() - start, Usage(started, time.time(), time.process_time() - cpu, most,
+                                                     core_seconds)
 
 
 def _error(exc: BaseException) -> CellError:
@@ -57,10 +130,15 @@ def _ask_autoscaler(bundles: list[dict[str, float]]) -> None:
 class RayExecutor:
     """Runs each cell as a Ray task on the connected session (see the module notes)."""
 
-    def __init__(self, *, max_retries: int = 2, placement_timeout: float = 600.0, poll_seconds: float = 1.0) -> None:
+    def __init__(self, *, max_retries: int = 2, placement_timeout: float = 600.0, poll_seconds: float = 1.0,
+                 long_tail: bool = True, grant_refresh: float = 0.5) -> None:
         self.max_retries = check_int("max_retries", max_retries, 0)
         self.placement_timeout = check_float("placement_timeout", placement_timeout, 0.0)
         self.poll_seconds = check_float("poll_seconds", poll_seconds, 0.01)
+        if not isinstance(long_tail, bool):
+            raise ConfigError(f"long_tail must be True or False, got {long_tail!r}")
+        self.long_tail = long_tail
+        self.grant_refresh = check_float("grant_refresh", grant_refresh, 0.0)
 
     def run(self, cells: Sequence[Cell], run_cell: RunCell) -> Iterator[Outcome]:
         if not cells:
@@ -71,6 +149,10 @@ class RayExecutor:
             raise ConfigError("RayExecutor needs a connected Ray session (raytune_fed.runtime.connect())")
         task = ray.remote(max_retries=self.max_retries, retry_exceptions=False)(_run_one)
         shipped = ray.put(run_cell)
+        grants = None
+        if self.long_tail and any(cell.max_parallelism > 1 for cell in cells):
+            grants = ray.remote(num_cpus=0)(_Grants).remote()
+        granted: dict[str, int] = {}
         totals = alive_totals(ray.nodes())
         queues: dict[Requirement, deque[tuple[int, Cell]]] = {}
         for index, cell in enumerate(cells):  # site pins are resolved once, when the grid starts
@@ -83,6 +165,11 @@ class RayExecutor:
             while any(queues.values()) or running:
                 totals = alive_totals(ray.nodes())
                 yield from self._expire(queues, running, slots, blocked_since, totals)
+                if grants is not None and running and not any(queues.values()):
+                    try:
+                        self._lend(grants, granted, running)
+                    except Exception:  # the grant actor is gone: the cells go on with what they hold
+                        grants = None
                 while True:  # submit in the given order among the requirements that have room
                     heads = [(q[0][0], need) for need, q in queues.items() if q and slots.fits(need, totals)]
                     if not heads:
@@ -91,7 +178,8 @@ class RayExecutor:
                     _, cell = queues[need].popleft()
                     options: dict[str, Any] = {"num_cpus": dict(need).get("CPU", 0.0),
                                                "resources": {r: a for r, a in need if r != "CPU"}}
-                    running[task.options(**options).remote(shipped, cell)] = (cell, need, time.perf_counter())
+                    ref = task.options(**options).remote(shipped, cell, grants, self.grant_refresh)
+                    running[ref] = (cell, need, time.perf_counter())
                     slots.add(need)
                 if not running:
                     time.sleep(self.poll_seconds)
@@ -102,18 +190,38 @@ class RayExecutor:
                 for ref in ready:
                     cell, need, submitted = running.pop(ref)
                     slots.remove(need)
+                    granted.pop(cell.key, None)
                     try:
-                        result, seconds = ray.get(ref)
+                        result, seconds, usage = ray.get(ref)
                     except Exception as exc:  # the cell raised, or its worker died beyond the retries
                         yield Outcome(cell, None, _error(exc), time.perf_counter() - submitted)
                     else:
-                        yield Outcome(cell, result, None, seconds)
+                        yield Outcome(cell, result, None, seconds, usage)
         finally:  # an interrupt, or the caller closed us.  Running cells are left alone: the driver's
             # exit takes its tasks along, and in a driver that lives on they finish and are dropped.
             # ray.cancel here raced replies already in flight and aborted Ray's core worker in this
             # process ("Tried to complete task that was not pending"), turning exit 130 into 1.
             running.clear()
             _ask_autoscaler([])
+
+    def _lend(self, grants: Any, granted: dict[str, int], running: dict) -> None:
+        """Lend the cores of each node that no running cell holds to the running cells there (see ``_grants``)."""
+        import ray
+
+        where = ray.get(grants.where.remote())
+        cells = [cell for cell, _, _ in running.values()]
+        if any(cell.key not in where for cell in cells):
+            return  # a cell has not said where it runs yet: its node's free cores are unknown
+        node_cpus = {n["NodeID"]: float((n.get("Resources") or {}).get("CPU", 0.0))
+                     for n in ray.nodes() if n.get("Alive")}
+        order = sorted(cells, key=lambda c: -float(c.cost))
+        base = {c.key: max(1, math.ceil(c.demand.num_cpus)) for c in order}  # what Ray booked for the cell
+        now = share_cores(node_cpus, [Running(c.key, where[c.key], granted.get(c.key, base[c.key]),
+                                              max(int(c.max_parallelism), base[c.key])) for c in order])
+        changed = {key: cores for key, cores in now.items() if cores != granted.get(key, base[key])}
+        if changed:
+            granted.update(changed)
+            grants.grant.remote(changed)
 
     def _expire(self, queues: dict, running: dict, slots: Slots, blocked_since: dict,
                 totals: list) -> Iterator[Outcome]:

@@ -25,7 +25,9 @@ same fold rows, ``fit`` then ``transform``), so every fold error is identical.
 from __future__ import annotations
 
 import numbers
+import threading
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -37,6 +39,7 @@ from sklearn.model_selection import StratifiedKFold
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
+from raytune_fed.cores import available_cores
 from raytune_fed.errors import ConfigError, DatasetError
 from raytune_fed.models._elasticnet import ElasticNetLogistic
 from raytune_fed.metrics.scorers import misclassification
@@ -155,6 +158,47 @@ def _check_xy(X, y) -> tuple[np.ndarray, np.ndarray]:
     return X, y
 
 
+class _FoldWarnings:
+    """Counts the folds that raised a ConvergenceWarning (from any thread) and re-emits other warnings.
+
+    ``warnings.catch_warnings`` swaps process-wide state, so it is entered once, by the
+    calling thread, around all folds; each fold runs under :meth:`run`, which tags the
+    thread with the fold's index so a warning is charged to its fold.  An estimator that
+    itself enters ``catch_warnings`` while other folds run can swallow their warnings
+    (the filters are process-wide before Python 3.14), so :func:`cross_validate` also
+    counts a fold whose model reports ``converged_ = False``.
+    """
+
+    def __init__(self) -> None:
+        self.not_converged: set[int] = set()
+        self._others: list[tuple] = []
+        self._fold = threading.local()
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> "_FoldWarnings":
+        self._catch = warnings.catch_warnings()
+        self._catch.__enter__()
+        warnings.simplefilter("always", ConvergenceWarning)
+        warnings.showwarning = self._show
+        return self
+
+    def _show(self, message, category, filename, lineno, file=None, line=None) -> None:
+        with self._lock:
+            if issubclass(category, ConvergenceWarning):
+                self.not_converged.add(getattr(self._fold, "index", -1))
+            else:
+                self._others.append((message, category, filename, lineno))
+
+    def run(self, index: int, fn, *args):
+        self._fold.index = index
+        return fn(*args)
+
+    def __exit__(self, *exc) -> None:
+        self._catch.__exit__(*exc)
+        for message, category, filename, lineno in self._others:
+            warnings.warn_explicit(message, category, filename, lineno)
+
+
 def cross_validate(learner_or_estimator: Learner | BaseEstimator, config: Mapping[str, Any] | None, X, y, *,
                    n_folds: int = 10, seed: int, warm_start: bool = False, cache: CVPlan | None = None) -> CVResult:
     """Stratified K-fold CV of a learner configuration (or an estimator with ``set_params``).
@@ -162,7 +206,9 @@ def cross_validate(learner_or_estimator: Learner | BaseEstimator, config: Mappin
     ``seed`` is the root seed: one child stream shuffles the folds, another seeds the
     learner (the same model seed in every fold).  ``cache`` (a :class:`CVPlan` built for
     the same ``X, y, n_folds, seed``) reuses its folds and preprocessed matrices and fits
-    only the final estimator; the result is identical.
+    only the final estimator; the result is identical.  The folds run in parallel threads
+    when this process holds more than one core (:func:`raytune_fed.cores.available_cores`,
+    the grid engine's grant; never with ``warm_start``), again with the same result.
     """
     X, y = _check_xy(X, y)
     if cache is None:
@@ -188,32 +234,39 @@ def cross_validate(learner_or_estimator: Learner | BaseEstimator, config: Mappin
         prepared = cache.prepared([e for _, e in template.steps[:-1]] if isinstance(template, Pipeline) else [])
         template = final
 
-    errors: list[float] = []
-    n_not_converged = 0
-    previous = None  # (coef over all columns of X, intercept) of the last fold
-    for i, (train, test) in enumerate(plan.folds):
+    folds = list(enumerate(plan.folds))
+
+    def fit_fold(i: int, train: np.ndarray, test: np.ndarray, fit_params: dict) -> tuple[float, Any]:
         model = clone(template)
         X_train, X_test = prepared[i] if cache is not None else (X[train], X[test])
-        fit_params = {}
-        if previous is not None:
-            kept = _columns_kept(template, X_train)
-            fit_params[init_key] = (previous[0][kept], previous[1])
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", ConvergenceWarning)
-            model.fit(X_train, y[train], **fit_params)
-        not_converged = False
-        for w in caught:
-            if issubclass(w.category, ConvergenceWarning):
-                not_converged = True
-            else:
-                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-        n_not_converged += not_converged
-        if warm_start:
-            fitted = model.steps[-1][1] if isinstance(model, Pipeline) else model
-            coef = np.zeros(X.shape[1])
-            coef[_columns_kept(template, X_train)] = fitted.coef_[0]
-            previous = (coef, fitted.intercept_)
-        errors.append(misclassification(y[test], model.predict(X_test)))
+        model.fit(X_train, y[train], **fit_params)
+        return misclassification(y[test], model.predict(X_test)), model
+
+    n_threads = 1 if warm_start else min(available_cores(), len(folds))
+    with _FoldWarnings() as caught:
+        if n_threads > 1:  # folds are independent: same models, same errors, in fold order
+            with ThreadPoolExecutor(n_threads, thread_name_prefix="cv-fold") as pool:
+                results = list(pool.map(lambda f: caught.run(f[0], fit_fold, f[0], *f[1], {}), folds))
+        else:
+            results, previous = [], None  # previous: (coef over all columns of X, intercept) of the last fold
+            for i, (train, test) in folds:
+                fit_params = {}
+                if previous is not None:
+                    kept = _columns_kept(template, X[train])  # warm starts never use a cache
+                    fit_params[init_key] = (previous[0][kept], previous[1])
+                results.append(caught.run(i, fit_fold, i, train, test, fit_params))
+                if warm_start:
+                    model = results[-1][1]
+                    fitted = model.steps[-1][1] if isinstance(model, Pipeline) else model
+                    coef = np.zeros(X.shape[1])
+                    coef[_columns_kept(template, X[train])] = fitted.coef_[0]
+                    previous = (coef, fitted.intercept_)
+    errors = [error for error, _ in results]
+    for i, (_, model) in enumerate(results):  # warnings from threads can be lost (see _FoldWarnings): ask the model
+        fitted = model.steps[-1][1] if isinstance(model, Pipeline) else model
+        if getattr(fitted, "converged_", True) is False:
+            caught.not_converged.add(i)
+    n_not_converged = len(caught.not_converged)
     return CVResult(error=float(np.mean(errors)), fold_errors=tuple(errors), n_folds=plan.n_folds,
                     n_not_converged=n_not_converged)
 

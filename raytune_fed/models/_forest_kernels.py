@@ -4,7 +4,8 @@ All trees of a forest grow in one compiled call (no per-tree Python), each from 
 splitmix64 stream.  Split search per node and feature: when the node holds at least a
 quarter as many draws as the feature has distinct values, draws are counted per distinct
 value and the values scanned in order (ranger's "large q" path); otherwise the draws are
-sorted by value.  Both visit the same candidates in the same order.
+sorted by value.  Both visit the same candidates in the same order.  The entry points release
+the GIL, so the folds of one cross-validation can grow their forests in parallel threads.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ _LEAF = -1
 _SMALL_SORT = 24  # insertion sort below this many draws in a node
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def rank_columns(X):
     """Per feature: each row's rank among the distinct values, those values (padded), their count."""
     n_rows, n_features = X.shape
@@ -200,7 +201,7 @@ def _grow_tree(ranks, uniques, n_unique, codes, n_classes, mtry, min_node_size, 
     return n_nodes
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def grow_forest(ranks, uniques, n_unique, codes, n_classes, mtry, min_node_size, n_draws, replace, tree_seeds):
     n_trees = tree_seeds.shape[0]
     capacity = 2 * n_draws - 1
@@ -228,7 +229,7 @@ def grow_forest(ranks, uniques, n_unique, codes, n_classes, mtry, min_node_size,
     return offsets, feature[:n].copy(), threshold[:n].copy(), left[:n].copy(), right[:n].copy(), value[:n].copy()
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def predict_proba_kernel(X, offsets, feature, threshold, left, right, value):
     """Mean leaf value over trees; ``-1`` in ``bad[0]`` unless a walk left its tree or the columns."""
     n_trees = offsets.shape[0] - 1

@@ -1,9 +1,10 @@
 """The RFMS grid: its cells, how one cell runs, and the composition on the grid engine.
 
 Parallel grain: one cell (role assignment x replication x learner, every method) is one
-Ray task holding one CPU; it drives its searchers through their ask/tell cores in-process
-and talks to long-lived restricted sites (one :class:`~raytune_fed.federation.Site` per
-site: a Ray actor, a network service or, without Ray, an object in this process).  So Ray costs one task per cell and about a millisecond per
+Ray task holding one CPU (more in the grid's tail, for parallel CV folds: ``long_tail``); it
+drives its searchers through their ask/tell cores in-process and talks to long-lived
+restricted sites (one :class:`~raytune_fed.federation.Site` per site: a Ray actor, a network
+service or, without Ray, an object in this process).  So Ray costs one task per cell and about a millisecond per
 curator query, never a Tune trial per evaluation.  Storing, resuming, retrying, placing
 and progress are the grid engine's (:mod:`raytune_fed.grid`).
 """
@@ -21,7 +22,7 @@ import pandas as pd
 from raytune_fed._checks import check_int, check_unique
 from raytune_fed.grid import CellResult, Progress, RayExecutor, check_grid_size, run_cells
 from raytune_fed.runtime import check_address
-from raytune_fed.store import ResultStore
+from raytune_fed.store import ResultStore, write_atomic
 from raytune_fed.workflows.rfms._sites import SiteHandles, plan_sites, run_with_sites, start_sites
 from raytune_fed.workflows.rfms._spec import ExperimentSpec, RFMSSettings
 from raytune_fed.workflows.rfms._summary import write_results
@@ -99,7 +100,7 @@ class RunCell:
 def run_grid(settings: RFMSSettings, *, learners: Sequence[str], n_reps: int = 1, n_pairs: int | None = None,
              out: str | Path, address: str | None = None, num_cpus: int | None = None,
              progress: Progress | None = None, recompute_damaged: bool = False, placement_timeout: float = 600.0,
-             max_retries: int = 2, sites: str | Path = "actor") -> pd.DataFrame:
+             max_retries: int = 2, sites: str | Path = "actor", long_tail: bool = True) -> pd.DataFrame:
     """Run (or resume) an RFMS grid; writes ``results.parquet`` and ``summary.json`` under ``out``.
 
     Everything is checked before Ray starts: the arguments, the output directory, the
@@ -109,7 +110,10 @@ def run_grid(settings: RFMSSettings, *, learners: Sequence[str], n_reps: int = 1
     URL (see :func:`~raytune_fed.workflows.rfms.start_sites`).  Simulated sites start
     afresh on every run, their ledgers under ``out/sites/``.  See
     :func:`raytune_fed.grid.run_cells` for what happens to failed, unplaceable and damaged
-    cells.
+    cells.  ``long_tail`` lends idle cores to the last cells (their CV folds run in
+    parallel; the rows do not change).  ``utilisation.json`` (a measurement, kept apart
+    from the summary, which reruns reproduce) and ``frame.attrs["utilisation"]`` say how
+    busy the cluster's cores were while the cells of this call ran, tail included.
     """
     from raytune_fed.grid import InProcessExecutor
     from raytune_fed.runtime import connect
@@ -120,7 +124,7 @@ def run_grid(settings: RFMSSettings, *, learners: Sequence[str], n_reps: int = 1
         check_int("num_cpus", num_cpus, 1)
     sites = check_sites_choice(sites)
     executor = InProcessExecutor() if sites == "local" else \
-        RayExecutor(max_retries=max_retries, placement_timeout=placement_timeout)
+        RayExecutor(max_retries=max_retries, placement_timeout=placement_timeout, long_tail=long_tail)
     _check_learners(learners)
     check_int("n_reps", n_reps, 1)
     store = ResultStore(out)
@@ -129,10 +133,13 @@ def run_grid(settings: RFMSSettings, *, learners: Sequence[str], n_reps: int = 1
                        site_names=plan.site_names)
     if isinstance(sites, Path):
         remote_sites(plan, sites)  # the file is checked before Ray starts
-    run_cell, started = None, None
+    run_cell, started, n_cores = None, None, 0
     if any(store.inspect(spec.key).state != "done" for spec in specs):
         if sites != "local":
+            import ray
+
             connect(address, num_cpus)
+            n_cores = int(ray.cluster_resources().get("CPU", 0))
         workdir = Path(out) / "sites" / time.strftime("%Y%m%dT%H%M%S")
         started = start_sites(plan, settings, grid_schedule(specs), sites=sites, n_learners=len(set(learners)),
                               workdir=workdir, max_retries=max_retries)
@@ -146,4 +153,7 @@ def run_grid(settings: RFMSSettings, *, learners: Sequence[str], n_reps: int = 1
     frame = result.frame()
     frame.attrs["grid_seconds"] = result.seconds
     write_results(frame, out)
+    if result.usages and n_cores:
+        used = frame.attrs["utilisation"] = result.utilisation(n_cores)
+        write_atomic(Path(out) / "utilisation.json", lambda p: Path(p).write_text(json.dumps(used, indent=2)))
     return frame

@@ -101,6 +101,11 @@ class ExperimentSpec(Cell):
         """One CPU, on the openbox site's node when the cluster has one (its data stays there)."""
         return Demand(site=self.site_name(self.openbox))
 
+    @property
+    def max_parallelism(self) -> int:
+        """The folds of a cross-validation can run in parallel: up to ``n_folds`` cores in the grid's tail."""
+        return self.settings.n_folds
+
     def site_name(self, i: int) -> str:
         return self.site_names[i] if self.site_names else f"site{i}"
 
