@@ -15,7 +15,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 import pandas as pd
 from ray import tune
@@ -25,8 +25,7 @@ from raytune_fed._checks import check_int, check_share
 from raytune_fed.attacks import N_SAMPLE
 from raytune_fed.crypto import check_scheme
 from raytune_fed.errors import ConfigError
-from raytune_fed.models.secureboost import SecureBoostClassifier
-from raytune_fed.models.secureboost._params import check_op_times, check_params
+from raytune_fed.models.secureboost import SecureBoostClassifier, check_op_times, check_params
 from raytune_fed.workflows.cmosb._methods import BASELINES, ES_PRESETS, METHODS, Run, es_config, method_runs
 from raytune_fed.workflows.cmosb._objectives import OBJECTIVES, PARAMETERS
 from raytune_fed.workflows.cmosb._tasks import TASKS
