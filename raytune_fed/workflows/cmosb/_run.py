@@ -161,7 +161,8 @@ def run_method(run: Run, trainable: Any, storage: Path, write: Callable[[str], N
         searcher = run.make_searcher() if run.make_searcher is not None else None
         tuner = tune.Tuner(trainable, param_space=run.param_space,
                            tune_config=tune.TuneConfig(search_alg=searcher, num_samples=run.num_samples,
-                                                       max_concurrent_trials=run.max_concurrent or None),
+                                                       max_concurrent_trials=run.max_concurrent or None,
+                                                       reuse_actors=True),
                            run_config=tune.RunConfig(storage_path=str(storage), name=run.name, verbose=0,
                                                      callbacks=callbacks))
     grid = tuner.fit()
