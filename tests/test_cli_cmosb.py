@@ -87,3 +87,14 @@ def test_sensorless_offline_is_one_line_and_exit_2(monkeypatch, tmp_path, capsys
     assert code == 2 and len(err.splitlines()) == 1
     assert "could not be fetched from OpenML" in err and "no network access?" in err
     assert not (tmp_path / "never").exists()
+
+
+def test_help_lists_every_option_and_how_resume_works(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["cmosb", "--help"])
+    shown = capsys.readouterr().out
+    assert done.value.code == 0
+    for option in ("--dataset", "--generations", "--population", "--max-cost", "--max-leakage", "--baselines",
+                   "--he", "--seed", "--out", "--address", "--num-cpus"):
+        assert option in shown
+    assert "Tuner.restore" in shown and "exit code 2" in shown
