@@ -32,7 +32,10 @@ def test_a_tiny_run_writes_results_summary_and_report_and_resumes(ray_session, t
     # the constrained front holds feasible configurations only
     assert all(r["privacy_leakage"] <= 0.9 for m in methods.values() for r in m["front"])
     assert methods["cmosb"]["n_feasible"] == int((frame[frame.method == "cmosb"].privacy_leakage <= 0.9).sum())
-    assert {"pareto3d_synthetic1.png", "pareto2d_synthetic1.png", "report.html", "report.md"} <= \
+    assert len(summary["datasets"]["synthetic1"]["cmosb_hypervolume_by_generation"]) == 1
+    assert sorted(frame[frame.method == "cmosb"].generation) == [0, 0]
+    assert {"pareto3d_synthetic1.png", "pareto2d_synthetic1.png", "hypervolume_by_generation_synthetic1.png",
+            "report.html", "report.md"} <= \
         {p.name for p in out.iterdir()}
     assert "cmosb: 2/2 trials" in first.err and "CMOSB" in first.out
 

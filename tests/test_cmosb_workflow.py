@@ -97,3 +97,15 @@ def test_constraints_keep_only_feasible_rows_on_the_front():
     assert [r["privacy_leakage"] for r in methods["cmosb"]["front"]] == [0.0]
     assert methods["es"]["n_feasible"] == 0 and methods["es"]["front"] == []
 
+
+
+def test_cmosb_hypervolume_grows_by_generation_over_feasible_rows():
+    frame = _frame([(1.0, 1.0, 1.0), (0.5, 0.5, 0.0), (0.0, 0.0, 0.5), (0.0, 0.0, 0.0)],
+                   ["es", "cmosb", "cmosb", "cmosb"])
+    frame["generation"] = [-1, 0, 1, 1]
+    assert summarize(frame)["datasets"]["d"]["cmosb_hypervolume_by_generation"] == pytest.approx([0.25, 1.0])
+    constrained = summarize(frame, {"privacy_leakage": ("<=", 0.4)})["datasets"]["d"]
+    assert constrained["cmosb_hypervolume_by_generation"] == pytest.approx([0.25, 1.0])
+    frame.loc[3, "privacy_leakage"] = 0.45  # the last generation's best point is now infeasible
+    constrained = summarize(frame, {"privacy_leakage": ("<=", 0.4)})["datasets"]["d"]
+    assert constrained["cmosb_hypervolume_by_generation"] == pytest.approx([0.25, 0.25])

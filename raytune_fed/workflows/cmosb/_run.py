@@ -176,13 +176,16 @@ def run_method(run: Run, trainable: Any, storage: Path, write: Callable[[str], N
         m = result.metrics
         if not m or "utility_loss" not in m:
             continue
-        rows.append({"method": run.method, "run": run.name, "trial_id": m["trial_id"],
+        rows.append({"method": run.method, "run": run.name, "trial_id": m["trial_id"], "finished_at": m["timestamp"],
                      "preset": result.config["es"]["name"] if "es" in result.config else "",
                      **{k: m[f"x_{k}"] for k in PARAMETERS},
                      **{k: m[k] for k in OBJECTIVES},
                      **{k: m[k] for k in ("encryptions", "decryptions", "additions", "products", "fit_seconds",
                                           "attack_seconds", "n_trees")}})
-    return pd.DataFrame(rows).sort_values("trial_id", kind="stable").reset_index(drop=True)
+    frame = pd.DataFrame(rows).sort_values(["finished_at", "trial_id"], kind="stable").reset_index(drop=True)
+    # NSGA-II proposes a generation only when the previous one finished, so completion order groups them
+    frame["generation"] = frame.index // run.max_concurrent if run.method == "cmosb" else -1
+    return frame
 
 
 def write_settings(out: Path, settings: CMOSBSettings, op_times: Mapping[str, Any]) -> dict[str, Any]:

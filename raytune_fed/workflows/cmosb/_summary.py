@@ -62,8 +62,21 @@ def summarize(frame: pd.DataFrame, constraints: Mapping[str, tuple[str, float]] 
                 "hypervolume": hypervolume(points, REFERENCE) if keep.any() else 0.0,
                 "front": [{k: _plain(r[k]) for k in (*PARAMETERS, *OBJECTIVES, "run")}
                           for _, r in front_rows.iterrows()]}
-        out["datasets"][dataset] = {"bounds": bounds, "methods": methods}
+        out["datasets"][dataset] = {"bounds": bounds, "methods": methods,
+                                    "cmosb_hypervolume_by_generation": _by_generation(scaled.loc[rows.index],
+                                                                                      ok[rows.index])}
     return out
+
+
+def _by_generation(scaled: pd.DataFrame, ok: np.ndarray) -> list[float]:
+    """CMOSB's hypervolume over its feasible rows up to each generation (Figure 10)."""
+    if "generation" not in scaled:
+        return []
+    mine = (scaled["method"] == "cmosb").to_numpy()
+    generations = scaled["generation"].to_numpy()
+    points = scaled[list(OBJECTIVES)].to_numpy(dtype=float)
+    return [hypervolume(points[mine & ok & (generations <= g)], REFERENCE)
+            for g in range(int(generations[mine].max()) + 1)] if mine.any() else []
 
 
 def _plain(value: Any) -> Any:
@@ -87,7 +100,7 @@ def write_outputs(frame: pd.DataFrame, out: str | Path,
     summary = summarize(frame, constraints)
     frame.to_parquet(out / "results.parquet")
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    figures = plot_fronts(frame, out, constraints)
+    figures = plot_fronts(frame, out, constraints) + plot_generations(summary, out)
     _write_report(summary, figures, out)
     return summary
 
@@ -129,6 +142,27 @@ def plot_fronts(frame: pd.DataFrame, out: Path, constraints: Mapping[str, tuple[
             ax.legend()
         fig.suptitle(f"{dataset}: fronts of each method")
         names.append(_save(fig, out, f"pareto2d_{dataset}.png", plt))
+    return names
+
+
+def plot_generations(summary: Mapping[str, Any], out: Path) -> list[str]:
+    """Figure 10: CMOSB's hypervolume (feasible rows) after each generation, per dataset."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = []
+    for dataset, d in summary["datasets"].items():
+        curve = d.get("cmosb_hypervolume_by_generation") or []
+        if not curve:
+            continue
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        ax.plot(range(1, len(curve) + 1), curve, marker="o", c=COLOURS["cmosb"])
+        ax.set_xlabel("generation")
+        ax.set_ylabel("hypervolume (normalised)")
+        ax.set_title(f"{dataset}: CMOSB by generation")
+        names.append(_save(fig, out, f"hypervolume_by_generation_{dataset}.png", plt))
     return names
 
 
