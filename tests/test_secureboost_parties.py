@@ -95,7 +95,19 @@ def test_party_answers_are_checked_records():
         RowIds(2, b"123")
     with pytest.raises(BoundaryViolationError, match="a party may only answer with"):
         check_party_answer(np.arange(3))
-    with pytest.raises(BoundaryViolationError, match="utility_loss must be a finite float"):
+    with pytest.raises(BoundaryViolationError, match=r"TrainingReport.utility_loss must be finite and in \[0.0, 1.0\]"):
         from raytune_fed.federation.parties import OpTally
 
         TrainingReport(1.5, "1-auc", OpTally(0, 0, 0, 0), 0.0, 0.0, 1, 0)
+
+
+def test_a_restarted_party_reads_its_used_sessions_from_its_ledger(data, tmp_path):
+    X, _, train, _ = data
+    public = secret_context("plain").public_context()
+    party = PassiveParty(X[:, 4:], name="p", ledger=str(tmp_path / "p.jsonl"))
+    party.open_session("a", public, 16, RowIds.of(train))
+    party.close_session("a")
+    restarted = PassiveParty(X[:, 4:], name="p", ledger=str(tmp_path / "p.jsonl"))
+    with pytest.raises(QueryRefusedError, match="session 'a' was opened before"):
+        restarted.open_session("a", public, 16, RowIds.of(train))
+    assert restarted.open_session("b", public, 16, RowIds.of(train)).n_rows == 600

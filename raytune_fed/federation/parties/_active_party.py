@@ -43,7 +43,7 @@ class ActiveParty:
         self._test = _ids("test_rows", test_rows, X.shape[0])
         if np.intersect1d(self._train, self._test).size:
             raise ConfigError(f"party {name!r}: train_rows and test_rows overlap")
-        self._models: dict[str, SecureBoostClassifier] = {}
+        self._models: dict[str, SecureBoostClassifier | None] = {}  # None: closed
 
     def info(self) -> PartyInfo:
         return check_party_answer(PartyInfo(self.name, int(self._X.shape[0]), int(self._X.shape[1])))
@@ -77,3 +77,10 @@ class ActiveParty:
             utility_loss=loss, metric=metric, op_counts=OpTally(**model.op_counts_),
             training_cost=model.training_cost_, fit_seconds=model.fit_seconds_, n_trees=len(model.trees_),
             n_federated_trees=len(model.federated_tree_indices())))
+
+    def close_session(self, session: str) -> PartyInfo:
+        """Forget the model of ``session`` (its id stays used)."""
+        if self._models.pop(session, None) is None:
+            raise QueryRefusedError(f"party {self.name!r}: session {session!r} is not open")
+        self._models[session] = None
+        return self.info()

@@ -3,8 +3,11 @@
 It answers the SecureBoost protocol (:class:`~raytune_fed.models.secureboost.PassiveEndpoint`)
 through records: encrypted histograms, the left rows of its own winning splits, routing
 bits.  Sessions let one long-lived party (a Ray actor holding its rows once) serve several
-trainings; a session id is single-use.  :meth:`PassiveParty.view` hands out the party's
-view of a session - what it received - for the attack simulation.
+trainings; a session id is single-use.  Opened and closed sessions are written to the
+sites' append-only :class:`~raytune_fed.federation._ledger.SiteLedger` (in memory, or on
+the party's disk when ``ledger`` names a file), and the used ids are read back from it,
+so a restarted party still refuses an id it served before.  :meth:`PassiveParty.view`
+hands out the party's view of a session - what it received - for the attack simulation.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from raytune_fed.errors import ConfigError, QueryRefusedError
+from raytune_fed.federation._ledger import SiteLedger
 from raytune_fed.federation.parties._records import (
     EncryptedHistograms, OpTally, PartyInfo, RouteBits, RowIds, TreeCells, ViewRecord, check_party_answer)
 from raytune_fed.models.secureboost import NodeQuery, PassiveWorker
@@ -24,7 +28,7 @@ class PassiveParty:
     """Feature block ``features`` (one row per aligned instance id) of a passive party."""
 
     def __init__(self, features: Any, *, name: str = "passive", seed: int = 0,
-                 max_sessions: int | None = None) -> None:
+                 max_sessions: int | None = None, ledger: str | None = None) -> None:
         if not isinstance(name, str) or not name:
             raise ConfigError(f"a party needs a non-empty name, got {name!r}")
         X = np.asarray(features, dtype=np.float64)
@@ -35,7 +39,8 @@ class PassiveParty:
         self.name, self._X, self._seed = name, X, seed
         self._max_sessions = max_sessions
         self._sessions: dict[str, PassiveWorker] = {}
-        self._used: set[str] = set()
+        self._ledger = SiteLedger(ledger)
+        self._used = {e["session"] for e in self._ledger.entries if e.get("event") == "open_session"}
 
     def info(self) -> PartyInfo:
         return check_party_answer(PartyInfo(self.name, int(self._X.shape[0]), int(self._X.shape[1])))
@@ -52,6 +57,7 @@ class PassiveParty:
             raise ConfigError(f"party {self.name!r}: train_rows must be RowIds, got {type(train_rows).__name__}")
         worker = PassiveWorker(self._X, seed=seed_int(derive(self._seed, "session", session)))
         n_masks = worker.open_session(public_context, n_bins, train_rows.array())
+        self._ledger.append("open_session", session=session, n_rows=int(train_rows.count), n_bins=int(n_bins))
         self._used.add(session)
         self._sessions[session] = worker
         return check_party_answer(PartyInfo(self.name, int(self._X.shape[0]), int(self._X.shape[1]), n_masks))
@@ -82,6 +88,7 @@ class PassiveParty:
     def close_session(self, session: str) -> PartyInfo:
         """Forget a session's state (its id stays used)."""
         self._worker(session)
+        self._ledger.append("close_session", session=session)
         del self._sessions[session]
         return self.info()
 

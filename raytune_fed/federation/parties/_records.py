@@ -1,6 +1,7 @@
 """What a vertical-learning party may answer: small frozen records that check themselves.
 
-Row ids and routing bits travel as bytes with a declared count (never arrays or
+They check their fields with the same helpers as the sites' records
+(:mod:`raytune_fed.federation._records`).  Row ids and routing bits travel as bytes with a declared count (never arrays or
 objects); ciphertexts as :class:`~raytune_fed.crypto.Ciphertexts`.  :func:`check_party_answer`
 is the gate every party method passes its answer through.
 """
@@ -15,12 +16,7 @@ import numpy as np
 
 from raytune_fed.crypto import OPERATIONS, Ciphertexts
 from raytune_fed.errors import BoundaryViolationError
-
-
-def _count(owner: str, value: Any, lo: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-        raise BoundaryViolationError(f"{owner} must be an int >= {lo}, got {value!r}")
-    return value
+from raytune_fed.federation._records import _count, _finite_float
 
 
 def _bytes(owner: str, value: Any, size: int) -> bytes:
@@ -169,10 +165,7 @@ class TrainingReport:
 
     def __post_init__(self) -> None:
         for name, hi in (("utility_loss", 1.0), ("training_cost", math.inf), ("fit_seconds", math.inf)):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and 0.0 <= v <= hi):
-                raise BoundaryViolationError(f"TrainingReport.{name} must be a finite float in [0, {hi}], got {v!r}")
-            object.__setattr__(self, name, float(v))
+            object.__setattr__(self, name, _finite_float(f"TrainingReport.{name}", getattr(self, name), 0.0, hi))
         if self.metric not in ("1-auc", "1-accuracy"):
             raise BoundaryViolationError(f"TrainingReport.metric must be '1-auc' or '1-accuracy', got {self.metric!r}")
         if type(self.op_counts) is not OpTally:

@@ -7,9 +7,11 @@ received: the input of the instance clustering attack.
 """
 
 from raytune_fed.models.secureboost._estimator import SecureBoostClassifier
+from raytune_fed.models.secureboost._params import check_op_times, check_params
 from raytune_fed.models.secureboost._passive import PassiveWorker
 from raytune_fed.models.secureboost._protocol import NodeQuery, PassiveEndpoint
 from raytune_fed.models.secureboost._tree import Tree
 from raytune_fed.models.secureboost._view import PassiveView, TreeView
 
-__all__ = ["NodeQuery", "PassiveEndpoint", "PassiveView", "PassiveWorker", "SecureBoostClassifier", "Tree", "TreeView"]
+__all__ = ["NodeQuery", "PassiveEndpoint", "PassiveView", "PassiveWorker", "SecureBoostClassifier", "Tree", "TreeView",
+           "check_op_times", "check_params"]

@@ -1,7 +1,26 @@
-"""CMOSB: constrained multi-objective tuning of vertical SecureBoost (utility, cost, privacy)."""
+"""CMOSB: constrained multi-objective tuning of vertical SecureBoost (utility, cost, privacy).
 
+:func:`evaluate` measures the three objectives of one configuration in-process;
+:func:`run_cmosb` compares CMOSB (:class:`~raytune_fed.search.NSGA2Search`) with the ES, GS
+and BO baselines as ``tune.Tuner`` runs whose trials train on party actors;
+:func:`write_outputs` writes ``results.parquet``, ``summary.json`` (Table IV) and the report.
+Ray is imported only when the Tune parts are used.
+"""
+
+from raytune_fed.workflows.cmosb._methods import BASELINES, ES_PRESETS, METHODS, grid_values, method_runs
 from raytune_fed.workflows.cmosb._objectives import (
     OBJECTIVES, PARAMETERS, Evaluation, evaluate, search_space)
-from raytune_fed.workflows.cmosb._tasks import TASKS, VerticalTask, load_task
+from raytune_fed.workflows.cmosb._summary import format_summary, normalise, summarize, write_outputs
+from raytune_fed.workflows.cmosb._tasks import SENSORLESS_OPENML, TASKS, VerticalTask, load_task
 
-__all__ = ["OBJECTIVES", "PARAMETERS", "TASKS", "Evaluation", "VerticalTask", "evaluate", "load_task", "search_space"]
+__all__ = ["BASELINES", "ES_PRESETS", "METHODS", "OBJECTIVES", "PARAMETERS", "SENSORLESS_OPENML", "TASKS",
+           "CMOSBSettings", "Evaluation", "VerticalTask", "evaluate", "format_summary", "grid_values", "load_task",
+           "method_runs", "normalise", "run_cmosb", "search_space", "summarize", "write_outputs"]
+
+
+def __getattr__(name: str):
+    if name in ("CMOSBSettings", "run_cmosb", "check_point"):
+        from raytune_fed.workflows.cmosb import _run
+
+        return getattr(_run, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,250 @@
+"""Run CMOSB and its baselines on one task, each method as ``tune.Tuner`` experiments, with resume.
+
+``OUT`` holds ``settings.json`` (a resumed run must ask for the same), ``tune/<run>/`` (Tune's
+experiment directories), ``runs/<run>.parquet`` (written when a run finished: it is not
+run again), then ``results.parquet`` (one row per evaluated configuration and method),
+``summary.json`` and the report (see :mod:`raytune_fed.workflows.cmosb._summary`).  An
+interrupted run is picked up with ``Tuner.restore`` (searcher state included).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import pandas as pd
+from ray import tune
+from ray.tune import Callback
+
+from raytune_fed._checks import check_int, check_share
+from raytune_fed.attacks import N_SAMPLE
+from raytune_fed.crypto import check_scheme
+from raytune_fed.errors import ConfigError
+from raytune_fed.models.secureboost import SecureBoostClassifier, check_op_times, check_params
+from raytune_fed.workflows.cmosb._methods import BASELINES, ES_PRESETS, METHODS, Run, es_config, method_runs
+from raytune_fed.workflows.cmosb._objectives import OBJECTIVES, PARAMETERS
+from raytune_fed.workflows.cmosb._tasks import TASKS
+
+SHORT_NAMES = {"n_f": "n_federated_trees", "n_l": "n_local_trees", "d": "max_depth", "r": "subsample",
+               "theta_p": "purity_threshold", "eta": "learning_rate"}
+"""The paper's symbols for the six parameters (``--point`` accepts either spelling)."""
+
+
+def check_point(point: Mapping[str, Any]) -> dict[str, Any]:
+    """A full configuration of the six parameters, checked like SecureBoost checks them."""
+    full = {SHORT_NAMES.get(k, k): v for k, v in point.items()}
+    unknown = sorted(set(full) - set(PARAMETERS))
+    missing = sorted(set(PARAMETERS) - set(full))
+    if unknown or missing:
+        raise ConfigError(f"a point needs exactly {sorted(SHORT_NAMES)} (or {list(PARAMETERS)}); "
+                          f"unknown {unknown}, missing {missing}")
+    checked = check_params({**SecureBoostClassifier().get_params(), **full})
+    return {k: checked[k] for k in PARAMETERS}
+
+
+@dataclass(frozen=True)
+class CMOSBSettings:
+    """One CMOSB comparison; :meth:`check` runs when a workflow starts."""
+
+    dataset: str = "synthetic1"
+    population: int = 20
+    generations: int = 40
+    baselines: tuple[str, ...] = BASELINES
+    max_cost: float | None = None
+    max_leakage: float | None = None
+    he: str = "plain"
+    seed: int = 0
+    grid_levels: int = 2
+    bo_trials: int | None = None
+    n_sample: int = N_SAMPLE
+    points: tuple[dict[str, Any], ...] = ()
+    op_times: dict[str, Any] | None = field(default=None, compare=False)
+
+    def check(self) -> CMOSBSettings:
+        if self.dataset not in TASKS:
+            from raytune_fed.errors import DatasetError
+
+            raise DatasetError(f"unknown CMOSB dataset {self.dataset!r}; known: {sorted(TASKS)}")
+        check_int("population", self.population, 2)
+        check_int("generations", self.generations, 1)
+        unknown = sorted(set(self.baselines) - set(BASELINES))
+        if unknown:
+            raise ConfigError(f"unknown baselines {unknown}; known: {list(BASELINES)}")
+        if self.max_cost is not None and not (isinstance(self.max_cost, (int, float)) and math.isfinite(self.max_cost)
+                                              and self.max_cost > 0):
+            raise ConfigError(f"max_cost must be a finite number of seconds > 0, got {self.max_cost!r}")
+        if self.max_leakage is not None:
+            check_share("max_leakage", self.max_leakage, 0.0, 1.0, low_open=True)
+        check_scheme(self.he)
+        check_int("seed", self.seed, 0)
+        check_int("grid_levels", self.grid_levels, 1, 5)
+        if self.bo_trials is not None:
+            check_int("bo_trials", self.bo_trials, 1)
+        check_int("n_sample", self.n_sample, 2)
+        for p in self.points:
+            check_point(p)
+        check_op_times(self.op_times)
+        return self
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        return ("cmosb",) + tuple(m for m in METHODS if m in self.baselines)
+
+    @property
+    def constraints(self) -> dict[str, tuple[str, float]]:
+        out = {}
+        if self.max_cost is not None:
+            out["training_cost"] = ("<=", float(self.max_cost))
+        if self.max_leakage is not None:
+            out["privacy_leakage"] = ("<=", float(self.max_leakage))
+        return out
+
+    def as_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.pop("op_times")
+        out["baselines"], out["points"] = list(self.baselines), [check_point(p) for p in self.points]
+        return out
+
+
+def plan(settings: CMOSBSettings, *, binary: bool) -> list[Run]:
+    """Every Tune experiment of ``settings``, in order (ES runs its presets plus the user's points)."""
+    s = settings
+    bo_trials = s.bo_trials if s.bo_trials is not None else max(1, s.population * s.generations // len(OBJECTIVES))
+    runs: list[Run] = []
+    for method in s.methods:
+        runs += method_runs(method, binary=binary, seed=s.seed, population=s.population, generations=s.generations,
+                            constraints=s.constraints, grid_levels=s.grid_levels, bo_trials=bo_trials)
+    if s.points:
+        es = [{"name": name, **es_config(name)} for name in ES_PRESETS] if "es" in s.baselines else []
+        es += [{"name": f"point{i}", **check_point(p)} for i, p in enumerate(s.points)]
+        runs = [r for r in runs if r.method != "es"] + [Run("es", "es", {"es": tune.grid_search(es)}, 1)]
+    return runs
+
+
+class _Progress(Callback):
+    """One line per finished trial of a run (a restored run counts from its restart)."""
+
+    def __init__(self, name: str, expected: int, write: Callable[[str], None]) -> None:
+        self.name, self.expected, self.write = name, expected, write
+        self.n, self.start = 0, time.monotonic()
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self.n += 1
+        self.write(f"{self.name}: {self.n}/{self.expected} trials ({time.monotonic() - self.start:.0f} s)")
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self.write(f"{self.name}: trial {trial.trial_id} failed")
+
+
+def _expected(run: Run) -> int:
+    if run.make_searcher is not None:
+        return run.num_samples
+    return math.prod(len(v["grid_search"]) for v in run.param_space.values() if isinstance(v, dict)) * run.num_samples
+
+
+def run_method(run: Run, trainable: Any, storage: Path, write: Callable[[str], None]) -> pd.DataFrame:
+    """Run (or restore) one Tune experiment; its finished trials as rows."""
+    from raytune_fed.grid import GridIncompleteError
+
+    path = storage / run.name
+    callbacks = [_Progress(run.name, _expected(run), write)]
+    if tune.Tuner.can_restore(str(path)):
+        write(f"{run.name}: restoring the interrupted Tune run")
+        tuner = tune.Tuner.restore(str(path), trainable=trainable, param_space=run.param_space or None,
+                                   resume_unfinished=True, resume_errored=True)
+    else:
+        searcher = run.make_searcher() if run.make_searcher is not None else None
+        tuner = tune.Tuner(trainable, param_space=run.param_space,
+                           tune_config=tune.TuneConfig(search_alg=searcher, num_samples=run.num_samples,
+                                                       max_concurrent_trials=run.max_concurrent or None,
+                                                       reuse_actors=True),
+                           run_config=tune.RunConfig(storage_path=str(storage), name=run.name, verbose=0,
+                                                     callbacks=callbacks))
+    grid = tuner.fit()
+    if grid.errors:
+        raise GridIncompleteError(f"{run.name}: {len(grid.errors)} of {len(grid)} trials failed "
+                                  f"(first: {type(grid.errors[0]).__name__}); the finished trials are kept in "
+                                  f"{path}; run the same command again to retry",
+                                  [(run.name, repr(e)[:200]) for e in grid.errors])
+    rows = []
+    for result in grid:
+        m = result.metrics
+        if not m or "utility_loss" not in m:
+            continue
+        rows.append({"method": run.method, "run": run.name, "trial_id": m["trial_id"], "finished_at": m["timestamp"],
+                     "preset": result.config["es"]["name"] if "es" in result.config else "",
+                     **{k: m[f"x_{k}"] for k in PARAMETERS},
+                     **{k: m[k] for k in OBJECTIVES},
+                     **{k: m[k] for k in ("encryptions", "decryptions", "additions", "products", "fit_seconds",
+                                          "attack_seconds", "n_trees")}})
+    frame = pd.DataFrame(rows).sort_values(["finished_at", "trial_id"], kind="stable").reset_index(drop=True)
+    # NSGA-II proposes a generation only when the previous one finished, so completion order groups them
+    frame["generation"] = frame.index // run.max_concurrent if run.method == "cmosb" else -1
+    return frame
+
+
+def write_settings(out: Path, settings: CMOSBSettings, op_times: Mapping[str, Any]) -> dict[str, Any]:
+    """Write ``settings.json``, or check that a resumed run asks for the same settings."""
+    record = {"settings": settings.as_json(), "op_times": dict(op_times)}
+    path = out / "settings.json"
+    if path.exists():
+        previous = json.loads(path.read_text())
+        if previous["settings"] != record["settings"]:
+            changed = sorted(k for k in record["settings"] if previous["settings"].get(k) != record["settings"][k])
+            raise ConfigError(f"{out} holds a CMOSB run with other settings ({', '.join(changed)} differ); "
+                              f"use another --out or the same options")
+        return previous
+    out.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=2))
+    return record
+
+
+def default_write(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def run_cmosb(settings: CMOSBSettings, out: str | Path, *, address: str | None = None, num_cpus: int | None = None,
+              write: Callable[[str], None] = default_write) -> pd.DataFrame:
+    """Run every method of ``settings`` on its task (resuming what ``out`` holds); all rows, by method."""
+    from raytune_fed.crypto import calibrate
+    from raytune_fed.runtime import connect
+    from raytune_fed.workflows.cmosb._tasks import load_task
+    from raytune_fed.workflows.cmosb._trial import start_parties, trainable
+
+    settings.check()
+    out = Path(out)
+    task = load_task(settings.dataset)
+    previous = json.loads((out / "settings.json").read_text())["op_times"] if (out / "settings.json").exists() \
+        else None
+    op_times = previous or (check_op_times(settings.op_times) or calibrate()).as_dict()
+    op_times = write_settings(out, settings, op_times)["op_times"]
+    runs = plan(settings, binary=task.binary)
+    done_dir = out / "runs"
+    done_dir.mkdir(parents=True, exist_ok=True)
+    frames, todo = [], []
+    for run in runs:
+        finished = done_dir / f"{run.name}.parquet"
+        if finished.exists():
+            write(f"{run.name}: finished before, not run again")
+            frames.append(pd.read_parquet(finished))
+        else:
+            todo.append(run)
+    if todo:
+        connect(address, num_cpus)
+        concurrency = max(settings.population, 4)
+        parties = start_parties(task, he=settings.he, op_times=op_times, seed=settings.seed,
+                                max_concurrency=concurrency, n_sample=settings.n_sample)
+        fn = tune.with_resources(tune.with_parameters(trainable, parties=parties), {"cpu": 1})
+        for run in todo:
+            write(f"{run.name}: starting ({_expected(run)} trials)")
+            frame = run_method(run, fn, (out / "tune").resolve(), write)
+            frame.to_parquet(done_dir / f"{run.name}.parquet")
+            frames.append(frame)
+    frame = pd.concat(frames, ignore_index=True)
+    frame.insert(0, "dataset", settings.dataset)
+    return frame

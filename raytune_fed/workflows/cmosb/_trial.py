@@ -1,0 +1,83 @@
+"""One CMOSB trial: a SecureBoost training on the party actors, then the attack on the passive view.
+
+:func:`start_parties` ships a task's columns to Ray once: the active party's actor holds
+its features and the labels, the passive party's actor its features (each pinned by
+``party:<name>`` when a node declares it).  Every trial of every method reuses them:
+:func:`trainable` asks the active party to train with the trial's parameters (a session
+per trial), reads the passive party's view of that session and runs the instance
+clustering attack on it, as the simulation's attacker.  The trial reports the three
+objectives plus the operation counts and seconds.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from raytune_fed.attacks import N_SAMPLE, privacy_leakage
+from raytune_fed.random import derive, seed_int
+from raytune_fed.workflows.cmosb._methods import trial_params
+from raytune_fed.workflows.cmosb._tasks import VerticalTask
+
+ACTIVE, PASSIVE = "active", "passive"
+
+
+@dataclass(frozen=True)
+class Parties:
+    """What every trial needs: the party actors and the simulation's attack inputs."""
+
+    active: Any
+    passive: Any
+    train_labels: Any
+    train_rows: Any
+    n_outputs: int
+    he: str
+    op_times: dict[str, Any]
+    seed: int
+    n_sample: int = N_SAMPLE
+    known_per_cluster: int = 1
+
+
+def start_parties(task: VerticalTask, *, he: str, op_times: dict[str, Any], seed: Any, max_concurrency: int,
+                  n_sample: int = N_SAMPLE) -> Parties:
+    """Start the two party actors of ``task`` (data put into the object store once)."""
+    import ray
+
+    from raytune_fed.federation.parties import ActiveParty, PassiveParty, remote_party
+
+    if len(task.passive_features) != 1:
+        raise NotImplementedError("the CMOSB workflow trains with one passive party")
+    passive = remote_party(PassiveParty, PASSIVE, ray.put(task.X[:, task.passive_features[0]]),
+                           seed=seed_int(derive(seed, "passive")), max_concurrency=max_concurrency)
+    active = remote_party(ActiveParty, ACTIVE, ray.put(task.X[:, task.active_features]), task.y,
+                          train_rows=task.train_rows, test_rows=task.test_rows, max_concurrency=max_concurrency)
+    n_outputs = 1 if task.binary else task.n_classes
+    return Parties(active, passive, task.y[task.train_rows], task.train_rows, n_outputs, he, dict(op_times),
+                   seed_int(derive(seed, "trials")), n_sample)
+
+
+def trainable(config: dict, parties: Parties) -> dict[str, Any]:
+    """Train, attack, report the objectives (Tune's function trainable)."""
+    import ray
+    from ray import tune
+
+    from raytune_fed.federation.parties import PassiveClient
+
+    params = {**trial_params(config), "he": parties.he, "op_times": parties.op_times,
+              "random_state": seed_int(derive(parties.seed, "model"))}
+    # a session id is single-use at a party: a retried trial gets a new one (it does not seed anything the
+    # answers depend on: the passive party's masks cancel in what the active party decrypts)
+    session = f"{tune.get_context().get_trial_id()}-{uuid.uuid4().hex[:8]}"
+    report = ray.get(parties.active.train.remote(session, params, [PassiveClient(parties.passive, session)]))
+    view = ray.get(parties.passive.view.remote(session))
+    ray.get([parties.passive.close_session.remote(session), parties.active.close_session.remote(session)])
+    start = time.perf_counter()
+    leakage = privacy_leakage(view, parties.train_labels, rows=parties.train_rows, n_outputs=parties.n_outputs,
+                              n_sample=parties.n_sample, known_per_cluster=parties.known_per_cluster,
+                              seed=derive(parties.seed, "attack"))
+    return {"utility_loss": report.utility_loss, "training_cost": report.training_cost,
+            "privacy_leakage": leakage.value, **report.op_counts.as_dict(), "fit_seconds": report.fit_seconds,
+            "attack_seconds": time.perf_counter() - start, "n_trees": report.n_trees,
+            "n_federated_trees_grown": report.n_federated_trees, **{f"x_{k}": v for k, v in trial_params(config).items()}}

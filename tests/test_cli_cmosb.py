@@ -1,0 +1,103 @@
+"""``raytune-fed cmosb`` through ``main()``: a tiny real run (Tune, party actors), resume, restore, bad input."""
+
+from __future__ import annotations
+
+import json
+from urllib.error import URLError
+
+import pandas as pd
+import pytest
+
+from raytune_fed.cli._main import main
+
+TINY = ["--population", "2", "--generations", "1", "--grid-levels", "1", "--bo-trials", "1",
+        "--attack-sample", "100", "--he", "plain", "--seed", "3"]
+
+
+def test_a_tiny_run_writes_results_summary_and_report_and_resumes(ray_session, tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = ["cmosb", "--dataset", "synthetic1", "--max-leakage", "0.9", "--out", str(out), *TINY]
+    assert main(argv) == 0
+    first = capsys.readouterr()
+    frame = pd.read_parquet(out / "results.parquet")
+    assert frame.groupby("run").size().to_dict() == {
+        "cmosb": 2, "es": 3, "gs": 1, "bo_utility_loss": 1, "bo_training_cost": 1, "bo_privacy_leakage": 1}
+    assert set(frame.method) == {"cmosb", "es", "gs", "bo"}
+    assert frame[["utility_loss", "training_cost", "privacy_leakage"]].notna().all().all()
+    assert (frame.training_cost > 0).all() and (frame.encryptions > 0).all()
+    assert sorted(frame[frame.method == "es"].preset) == ["average", "fate", "vf2boost"]
+    summary = json.loads((out / "summary.json").read_text())
+    methods = summary["datasets"]["synthetic1"]["methods"]
+    assert set(methods) == {"cmosb", "es", "gs", "bo"} and all(0 <= m["hypervolume"] <= 1 for m in methods.values())
+    # the constrained front holds feasible configurations only
+    assert all(r["privacy_leakage"] <= 0.9 for m in methods.values() for r in m["front"])
+    assert methods["cmosb"]["n_feasible"] == int((frame[frame.method == "cmosb"].privacy_leakage <= 0.9).sum())
+    assert len(summary["datasets"]["synthetic1"]["cmosb_hypervolume_by_generation"]) == 1
+    assert sorted(frame[frame.method == "cmosb"].generation) == [0, 0]
+    assert {"pareto3d_synthetic1.png", "pareto2d_synthetic1.png", "hypervolume_by_generation_synthetic1.png",
+            "report.html", "report.md"} <= \
+        {p.name for p in out.iterdir()}
+    assert "cmosb: 2/2 trials" in first.err and "CMOSB" in first.out
+
+    # a second run reruns nothing and gives the same rows
+    assert main(argv) == 0
+    again = capsys.readouterr()
+    assert again.err.count("finished before, not run again") == 6 and "starting" not in again.err
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "results.parquet"), frame)
+
+    # a run whose Tune experiment exists but was not recorded as finished is restored, not started again
+    (out / "runs" / "cmosb.parquet").unlink()
+    assert main(argv) == 0
+    restored = capsys.readouterr()
+    assert "cmosb: restoring the interrupted Tune run" in restored.err and "cmosb: starting" in restored.err
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "results.parquet").sort_values(["run", "trial_id"])
+                                  .reset_index(drop=True),
+                                  frame.sort_values(["run", "trial_id"]).reset_index(drop=True))
+
+    # other options on the same directory are refused
+    assert main([*argv, "--generations", "2"]) == 2
+    assert "holds a CMOSB run with other settings (generations differ)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--point", "n_f=5,n_l=1,d=0,r=0.8,theta_p=1,eta=0.3"], "max_depth must be an integer in [1, 12], got 0"),
+    (["--point", "n_f=5,n_l=1,d=3,r=1.5,theta_p=1,eta=0.3"], "subsample must be in (0, 1], got 1.5"),
+    (["--point", "n_f=5,n_l=1,d=3,r=0.8,theta_p=0,eta=0.3"], "purity_threshold must be in (0, 1], got 0"),
+    (["--point", "n_f=5,n_l=1,d=3,r=0.8,theta_p=1.5,eta=0.3"], "purity_threshold must be in (0, 1], got 1.5"),
+    (["--point", "n_f=0,n_l=1,d=3,r=0.8,theta_p=1,eta=0.3"], "n_federated_trees must be an integer >= 1, got 0"),
+    (["--he", "paillier"], "unknown HE scheme 'paillier'"),
+    (["--dataset", "iris"], "unknown CMOSB dataset 'iris'"),
+    (["--baselines", "es,random"], "unknown baselines ['random']"),
+    (["--max-leakage", "0"], "max_leakage must be in (0, 1], got 0.0"),
+])
+def test_bad_options_are_one_line_errors_with_exit_2(options, message, tmp_path, capsys):
+    code = main(["cmosb", "--out", str(tmp_path / "never"), *TINY, *options])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and message in err
+    assert not (tmp_path / "never").exists()
+
+
+def test_sensorless_offline_is_one_line_and_exit_2(monkeypatch, tmp_path, capsys):
+    from raytune_fed.data import _openml
+
+    def offline(**kwargs):
+        raise URLError("Name or service not known")
+
+    monkeypatch.setattr(_openml, "fetch_openml", offline)
+    monkeypatch.setenv("RAYTUNE_FED_CACHE", str(tmp_path / "cache"))
+    code = main(["cmosb", "--dataset", "sensorless", "--out", str(tmp_path / "never"), *TINY])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "could not be fetched from OpenML" in err and "no network access?" in err
+    assert not (tmp_path / "never").exists()
+
+
+def test_help_lists_every_option_and_how_resume_works(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["cmosb", "--help"])
+    shown = capsys.readouterr().out
+    assert done.value.code == 0
+    for option in ("--dataset", "--generations", "--population", "--max-cost", "--max-leakage", "--baselines",
+                   "--he", "--seed", "--out", "--address", "--num-cpus"):
+        assert option in shown
+    assert "Tuner.restore" in shown and "exit code 2" in shown
