@@ -14,7 +14,8 @@ measure the algorithms, not Tune's scheduling.
     evaluated points against 1.1 x the true front's nadir (as a ratio to the true front's).
     Single-objective: Branin (2 variables) and Hartmann-6, the best value found (regret).
     Methods: ``parego`` / ``gp`` (package defaults), ``parego_v0`` / ``gp_v0`` (the GP
-    settings before this benchmark: 2 hyperparameter restarts, 5 EI polishing starts),
+    settings before this benchmark: 2 hyperparameter restarts, 5 EI polishing starts,
+    with this package's GP),
     Optuna's ``random``, ``nsga2`` (population = initial design), ``tpe`` and ``optuna_gp``
     (``GPSampler``, needs torch) through Ray's ``OptunaSearch``.  Every method starts from
     ``--n-initial`` space-filling/random points and has ``--n-evals`` evaluations.
@@ -141,10 +142,11 @@ def make_searcher(method: str, space: dict, n_obj: int, n_initial: int, seed: in
         extra = {}
         settings = dict(n_restarts=2, n_starts=5) if base.endswith("_v0") else {}
         settings.update((k, type_of(v)) for k, v in (kv.split("=") for kv in variant.split(",") if kv))
-        if settings:
-            from raytune_fed.algorithms import GPSettings
+        if settings:  # on top of the searcher's own default settings
+            from raytune_fed.algorithms import GP_BO_SETTINGS, GPSettings
 
-            extra["gp"] = GPSettings(**settings)
+            default = GP_BO_SETTINGS if cls is GPSearch else GPSettings()
+            extra["gp"] = GPSettings(**{**default.to_dict(), **settings})
         return cls(space, metric=metric, mode=mode, n_initial_points=n_initial, seed=seed, **extra)
     import optuna
     from ray.tune.search.optuna import OptunaSearch

@@ -64,9 +64,11 @@ class GPSettings:
     n_starts : best candidates polished by L-BFGS-B on EI.
 
     Defaults as measured by ``experiments/bench_searchers.py`` (12 paired seeds): two
-    restarts matter (without them ZDT3's hypervolume drops by 0.14 of 1.2, 11 of 12 seeds,
-    when the default start settles on a noisy, long-length-scale fit), while polishing 5
-    EI candidates instead of 1 brought nothing on ZDT1-3, DTLZ2 or Hartmann-6.
+    restarts matter (without them ParEGO's hypervolume on ZDT3 drops by 0.14, 11 of 12
+    seeds, when the default start settles on a noisy, long-length-scale fit).  Polishing 5
+    EI candidates instead of 1 brought ParEGO nothing on ZDT1-3 or DTLZ2 but kept GP-BO
+    out of Hartmann-6's local optima on 2 of 12 seeds, so :data:`GP_BO_SETTINGS` (what
+    :class:`~raytune_fed.algorithms.GPMinimizer` uses unless told) polishes 5.
     """
 
     noise: bool = True
@@ -95,6 +97,9 @@ class GPSettings:
             raise ConfigError(f"GP settings must be a dict with keys among {sorted(cls.__dataclass_fields__)}, "
                               f"got {data!r:.200}")
         return cls(**data)
+
+
+GP_BO_SETTINGS = GPSettings(n_starts=5)  # single-objective GP-BO's default (see GPSettings)
 
 
 # ----------------------------------------------------------------------------- the fit
