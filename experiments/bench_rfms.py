@@ -30,8 +30,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from raytune_fed.workflows.rfms import RFMSSettings, run_grid
+from raytune_fed.grid import make_progress
 from raytune_fed.runtime import connect
+from raytune_fed.workflows.rfms import RFMSSettings, run_grid
 
 
 def _grid_stats(frame: pd.DataFrame, wall: float, n_cpus: int) -> dict:
@@ -77,21 +78,21 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="tiny grids (smoke run)")
     p.add_argument("--drc-dataset", default="gina_agnostic_subset")
     p.add_argument("--learners", default="elastic_net,svm")
-    p.add_argument("--pairs", type=int, default=4)
-    p.add_argument("--reps", type=int, default=1)
+    p.add_argument("--pairs", type=int, default=4, help="openbox/lockbox pairs (n_pairs)")
+    p.add_argument("--reps", type=int, default=1, help="replications (n_reps)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="results/bench_rfms.json")
     p.add_argument("--address", default=None)
     args = p.parse_args()
 
     n_init, n_iter = (4, 4) if args.quick else (20, 40)
-    pairs = 2 if args.quick else args.pairs
+    n_pairs = 2 if args.quick else args.pairs
     learners = ["svm"] if args.quick else args.learners.split(",")
     ray = connect(args.address)
     n_cpus = int(ray.cluster_resources().get("CPU", os.cpu_count() or 1))
     work = Path(args.out).with_suffix("")
     report = {"command": "python experiments/bench_rfms.py" + (" --quick" if args.quick else ""),
-              "n_cpus": n_cpus, "n_init": n_init, "n_iter": n_iter, "pairs": pairs, "reps": args.reps,
+              "n_cpus": n_cpus, "n_init": n_init, "n_iter": n_iter, "n_pairs": n_pairs, "n_reps": args.reps,
               "learners": learners, "grids": {}}
     grids = {"geo5_sim_natural": RFMSSettings(dataset="geo5_sim", split="natural", n_init=n_init, n_iter=n_iter,
                                               seed=args.seed),
@@ -101,7 +102,8 @@ def main() -> None:
         out = work / name
         shutil.rmtree(out, ignore_errors=True)  # fresh: utilisation must not count resumed units
         start = time.time()
-        frame = run_grid(settings, learners=learners, reps=args.reps, pairs=pairs, out=out, address=args.address)
+        frame = run_grid(settings, learners=learners, n_reps=args.reps, n_pairs=n_pairs, out=out, address=args.address,
+                         progress=make_progress())
         report["grids"][name] = _grid_stats(frame, time.time() - start, n_cpus)
         print(json.dumps({name: {k: v for k, v in report["grids"][name].items() if k != "hypervolume"}}, indent=2))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -42,3 +42,24 @@ def check_share(name: str, value: Any, low: float, high: float, *, low_open: boo
         bracket = "(" if low_open else "["
         raise ConfigError(f"{name} must be in {bracket}{low:g}, {high:g}], got {value!r}")
     return value
+
+
+def check_choice(name: str, value: Any, choices: Any) -> Any:
+    """One of ``choices`` (compared with ``==``)."""
+    choices = tuple(choices)
+    if not any(value == c and type(value) is type(c) for c in choices):
+        raise ConfigError(f"{name} must be one of {list(choices)}, got {value!r}")
+    return value
+
+
+def check_unique(name: str, values: Any) -> tuple:
+    """A non-empty sequence of distinct items, returned as a tuple."""
+    items = tuple(values)
+    if not items:
+        raise ConfigError(f"{name} must list at least one item, got none")
+    seen: set = set()
+    for item in items:
+        if item in seen:
+            raise ConfigError(f"{name} lists {item!r} twice")
+        seen.add(item)
+    return items

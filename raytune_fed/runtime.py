@@ -1,18 +1,41 @@
 """The one place that connects to Ray.
 
 ``connect()`` starts a single-node session on this machine by default (all its CPUs, no
-dashboard) or joins a running cluster when given ``address`` (``"auto"`` or
-``ray://host:port``) or when ``RAY_ADDRESS`` is set.  Ray 2.60 rejects the old
+dashboard) or joins a running cluster when given ``address`` (``"auto"``, ``host:port``
+or ``ray://host:port``) or when ``RAY_ADDRESS`` is set.  Ray 2.60 rejects the old
 ``local_mode=True``: "laptop local mode" is a normal single-node session.
+
+An address is checked before Ray is touched, and a cluster that cannot be reached is one
+:class:`~raytune_fed.errors.ConfigError`, not a traceback.  ``ray.init`` installs its own
+SIGTERM handler (``sys.exit``); ``connect`` puts back a handler the caller had installed,
+so a command line can turn SIGTERM into a clean stop.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+import re
+import signal
+import threading
+from typing import Any, Mapping
 
+from raytune_fed._checks import check_int
 from raytune_fed.errors import ConfigError
+
+SITE_SLIVER = 0.001
+"""How much of ``site:<name>`` a site's actor or cell asks for: any whole unit hosts them all."""
+
+_ADDRESS = re.compile(r"^(auto|local|(ray://)?[A-Za-z0-9_.\-]+:[0-9]{1,5}|ray://[A-Za-z0-9_.\-]+)$")
+
+
+def check_address(address: str | None) -> str | None:
+    """``None`` (a local session, or ``$RAY_ADDRESS``), ``"auto"``, ``host:port`` or ``ray://host[:port]``."""
+    if address is None:
+        return None
+    if not isinstance(address, str) or not _ADDRESS.match(address.strip()):
+        raise ConfigError(f"Ray address must be 'auto', 'host:port' or 'ray://host:port', got {address!r}")
+    return address.strip()
 
 
 def connect(address: str | None = None, num_cpus: int | None = None, *, resources: dict[str, float] | None = None,
@@ -22,42 +45,73 @@ def connect(address: str | None = None, num_cpus: int | None = None, *, resource
     ``resources`` declares custom resources of a local session, e.g. ``{"site:site0": 1}``
     so that :func:`site_placement` pins that site's actor here.
     """
+    address = check_address(address)
+    env_address = os.environ.get("RAY_ADDRESS") or None
+    if address is None and env_address is not None:
+        try:
+            address = check_address(env_address)
+        except ConfigError as exc:
+            raise ConfigError(f"$RAY_ADDRESS: {exc}") from None
+    if num_cpus is not None:
+        check_int("num_cpus", num_cpus, 1)
+    if address and (num_cpus is not None or resources):
+        raise ConfigError(f"num_cpus and resources apply to a local session only, not to address={address!r}")
     import ray
 
     if ray.is_initialized():
         return ray
-    address = address or os.environ.get("RAY_ADDRESS") or None
     kwargs: dict[str, Any] = {
         "include_dashboard": False,
         "logging_level": logging.WARNING if quiet else logging.INFO,
         "log_to_driver": True,
         # the workers import the package from the driver's environment
-        # one BLAS/OpenMP thread per task: an experiment unit holds one CPU
+        # one BLAS/OpenMP thread per task: a cell holds one CPU
         "runtime_env": {"env_vars": {"PYTHONWARNINGS": "ignore::DeprecationWarning", "OMP_NUM_THREADS": "1",
                                      "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}},
     }
     if address:
-        if num_cpus is not None or resources:
-            raise ConfigError(f"num_cpus and resources apply to a local session only, not to address={address!r}")
-        ray.init(address=address, **kwargs)
+        kwargs["address"] = address
     else:
-        n = num_cpus if num_cpus is not None else (os.cpu_count() or 1)
-        if n < 1:
-            raise ConfigError(f"num_cpus must be >= 1, got {n!r}")
-        ray.init(num_cpus=n, resources=dict(resources or {}), **kwargs)
+        kwargs.update(num_cpus=num_cpus if num_cpus is not None else (os.cpu_count() or 1),
+                      resources=dict(resources or {}))
+    on_term = signal.getsignal(signal.SIGTERM) if threading.current_thread() is threading.main_thread() else None
+    try:
+        ray.init(**kwargs)
+    except (ConnectionError, TimeoutError, RuntimeError, ValueError) as exc:
+        where = f"the Ray cluster at {address!r}" if address else "a local Ray session"
+        lines = str(exc).strip().splitlines()
+        raise ConfigError(f"cannot start or reach {where}: {type(exc).__name__}: {lines[0] if lines else ''}") \
+            from None
+    if callable(on_term):
+        signal.signal(signal.SIGTERM, on_term)
     return ray
 
 
-def site_placement(site_name: str) -> dict[str, Any]:
-    """Actor options that pin a site's actor to nodes offering ``site:<name>``.
+def placement(kind: str, name: str, declared: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """Actor or task options that pin work to nodes offering the custom resource ``<kind>:<name>``.
 
-    On a cluster whose nodes declare a custom resource ``site:<name>`` the site's actor
-    (and so its data) lives there; where no node declares it, the actor may run anywhere
-    (a laptop or an unlabelled cluster).  Needs a connected session.
+    On a cluster whose nodes declare ``<kind>:<name>`` (``site:hospital1``, ``party:bank``)
+    the actor (and so its data) lives there; where no node declares it, the work may run
+    anywhere (a laptop or an unlabelled cluster).  ``declared`` is the cluster's resources
+    (by default read from the connected session).
     """
-    import ray
+    if not isinstance(kind, str) or not kind or ":" in kind:
+        raise ConfigError(f"a placement kind must be a non-empty name without ':', got {kind!r}")
+    key = f"{kind}:{name}"
+    if declared is None:
+        import ray
 
-    key = f"site:{site_name}"
-    if ray.cluster_resources().get(key, 0) > 0:
-        return {"resources": {key: 0.001}}
+        declared = ray.cluster_resources()
+    if declared.get(key, 0) > 0:
+        return {"resources": {key: SITE_SLIVER}}
     return {}
+
+
+def site_placement(site_name: str, declared: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """Options that pin a site's actor or tasks to nodes offering ``site:<name>`` (see :func:`placement`)."""
+    return placement("site", site_name, declared)
+
+
+def party_placement(party_name: str) -> dict[str, Any]:
+    """Actor options that pin a vertical-learning party's actor to nodes offering ``party:<name>``."""
+    return placement("party", party_name)

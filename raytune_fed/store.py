@@ -1,114 +1,241 @@
-"""A results store that a grid can resume from.
+"""A results store that a grid can resume from, and that says which of its files it cannot trust.
 
-Each finished experiment unit is one JSON file named by the SHA-256 of its full
-configuration, written once and atomically (temporary file, fsync, ``os.replace``), so a
-crash never leaves a half-written unit that looks complete and a rerun skips exactly the
-units already on disk.  Writing a key again with the same rows is a no-op; with other rows
-it is an error (the same configuration must give the same numbers).
+Layout of a store directory ``ROOT``::
+
+    ROOT/units/<key>.json        one finished cell (its record), written once and atomically
+    ROOT/failures/<key>.json     the last error of a cell that raised or could not be placed
+    ROOT/quarantine/             damaged unit files moved aside before their cell is recomputed
+
+``<key>`` is :func:`config_key` of the cell's configuration.  A record holds the
+configuration, the rows (the cell's results), their count and SHA-256 checksum, and
+separately the timing of each row.  Timings are measurements, never compared: two runs
+of the same cell that produced the same rows are the same result however long they took.
+
+Every record is checked when it is read: it must parse as a JSON object with every field,
+belong to the key in its file name, have a configuration that hashes to that key, and
+hold exactly the rows its count and checksum describe.  A file that fails any check is
+*damaged*: :meth:`ResultStore.inspect` says why, and :meth:`ResultStore.quarantine`
+moves it aside so its cell can be computed again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import tempfile
+import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
-
-import pandas as pd
+from typing import Any, Callable, Literal, Mapping, Sequence
 
 from raytune_fed.errors import StoreError
 
-_FORMAT = 1
+FORMAT = 2
+_FIELDS = ("format", "key", "config", "n_rows", "checksum", "rows", "timing")
 
 
 def config_key(config: Mapping[str, Any]) -> str:
     """Stable key of a configuration: SHA-256 of its canonical JSON (sorted keys)."""
-    blob = json.dumps(config, sort_keys=True, separators=(",", ":"), default=_jsonable)
-    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+    return hashlib.sha256(_canonical(config).encode()).hexdigest()[:32]
+
+
+def rows_checksum(rows: Sequence[Mapping[str, Any]]) -> str:
+    """SHA-256 of the canonical JSON of ``rows`` (what a record's ``checksum`` holds)."""
+    return hashlib.sha256(_canonical(rows).encode()).hexdigest()
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=_jsonable, allow_nan=True)
 
 
 def _jsonable(value: Any) -> Any:
     if hasattr(value, "item"):  # numpy scalars
         return value.item()
+    if hasattr(value, "tolist"):  # numpy arrays
+        return value.tolist()
     if isinstance(value, (tuple, set, frozenset)):
         return list(value)
     raise TypeError(f"value {value!r} of type {type(value).__name__} cannot be stored as JSON")
 
 
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, float) and isinstance(b, float):
-        return (math.isnan(a) and math.isnan(b)) or a == b
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    return a == b
+def _as_json(value: Any) -> Any:
+    """``value`` as it reads back from JSON (tuples become lists, numpy scalars floats)."""
+    return json.loads(_canonical(value))
+
+
+@dataclass(frozen=True)
+class Record:
+    """One finished cell as stored: its configuration, rows and per-row timings."""
+
+    key: str
+    config: dict[str, Any]
+    rows: list[dict[str, Any]]
+    timing: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class CellState:
+    """What the store holds for one key: ``done``, ``missing`` or ``damaged`` (with the reason)."""
+
+    key: str
+    state: Literal["done", "missing", "damaged"]
+    path: Path
+    reason: str = ""
+
+
+class _Damaged(Exception):
+    pass
 
 
 class ResultStore:
-    """Directory of finished units: ``<root>/units/<key>.json``."""
+    """Directory of finished cells, their failures and quarantined files (see the module notes)."""
 
     def __init__(self, root: str | os.PathLike) -> None:
+        """Open (creating it if needed) a store at ``root``; refuse a place it cannot write to."""
         self.root = Path(root)
         self.units = self.root / "units"
-        self.units.mkdir(parents=True, exist_ok=True)
+        self.failures_dir = self.root / "failures"
+        self.quarantine_dir = self.root / "quarantine"
+        if self.root.exists() and not self.root.is_dir():
+            raise StoreError(f"output directory {str(self.root)!r} is an existing file, not a directory")
+        try:
+            self.units.mkdir(parents=True, exist_ok=True)
+            fd, probe = tempfile.mkstemp(dir=self.units, prefix=".probe.", suffix=".tmp")
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            raise StoreError(f"cannot write results under {str(self.root)!r}: {exc.strerror or exc}") from None
 
-    def _path(self, key: str) -> Path:
+    def path(self, key: str) -> Path:
         return self.units / f"{key}.json"
 
+    # ------------------------------------------------------------------ reading
+    def inspect(self, key: str) -> CellState:
+        """Whether ``key`` is stored, missing, or stored in a file that fails its checks."""
+        path = self.path(key)
+        if not path.exists():
+            return CellState(key, "missing", path)
+        try:
+            self._read(path, key)
+        except _Damaged as exc:
+            return CellState(key, "damaged", path, str(exc))
+        return CellState(key, "done", path)
+
     def has(self, config: Mapping[str, Any]) -> bool:
-        return self._path(config_key(config)).exists()
+        """True when the cell of ``config`` is stored and its file passes every check."""
+        return self.inspect(config_key(config)).state == "done"
 
-    def put(self, config: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> str:
-        """Store the rows of one finished unit; returns its key."""
-        key = config_key(config)
-        record = {"format": _FORMAT, "key": key, "config": dict(config), "rows": [dict(r) for r in rows]}
-        text = json.dumps(record, sort_keys=True, default=_jsonable, allow_nan=True)
-        path = self._path(key)
-        if path.exists():
-            old = self._read(path)
-            if not _same(old["rows"], json.loads(text)["rows"]):
-                raise StoreError(f"unit {key} is already stored with different rows (config {dict(config)!r})")
-            return key
-        fd, tmp = tempfile.mkstemp(dir=self.units, prefix=f".{key}.", suffix=".tmp")
+    def load(self, key: str) -> Record:
+        """The checked record of ``key``; :class:`StoreError` names the file if it is missing or damaged."""
+        path = self.path(key)
+        if not path.exists():
+            raise StoreError(f"no unit file {path.name} in {self.units}")
         try:
-            with os.fdopen(fd, "w") as fh:
-                fh.write(text)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-        return key
+            return self._read(path, key)
+        except _Damaged as exc:
+            raise StoreError(damaged_message(path, str(exc))) from None
 
-    def _read(self, path: Path) -> dict[str, Any]:
+    def _read(self, path: Path, key: str) -> Record:
         try:
-            record = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise StoreError(f"unit file {path.name} in {self.units} is unreadable: {exc}") from exc
-        if record.get("format") != _FORMAT or record.get("key") != config_key(record.get("config", {})):
-            raise StoreError(f"unit file {path.name} in {self.units} does not match its configuration")
-        return record
-
-    def records(self) -> Iterator[dict[str, Any]]:
-        for path in sorted(self.units.glob("*.json")):
-            yield self._read(path)
+            record = json.loads(path.read_bytes().decode("utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise _Damaged(f"it is not readable JSON (truncated or overwritten?): {exc}") from None
+        if not isinstance(record, dict):
+            raise _Damaged(f"it holds a JSON {type(record).__name__}, not a unit record")
+        missing = [f for f in _FIELDS if f not in record]
+        if missing:
+            raise _Damaged(f"it lacks the field(s) {missing}")
+        if record["format"] != FORMAT:
+            raise _Damaged(f"it is in format {record['format']!r}; this version reads format {FORMAT}")
+        if record["key"] != key:
+            raise _Damaged(f"it holds the record of another cell ({record['key']!r}), not of {key!r}")
+        config, rows, timing = record["config"], record["rows"], record["timing"]
+        if not isinstance(config, dict) or config_key(config) != key:
+            raise _Damaged("its configuration does not hash to its file name (edited or copied from elsewhere?)")
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            raise _Damaged("its rows are not a list of objects")
+        if len(rows) != record["n_rows"] or not rows:
+            raise _Damaged(f"it holds {len(rows)} row(s) where its header says {record['n_rows']!r}")
+        if rows_checksum(rows) != record["checksum"]:
+            raise _Damaged("its rows do not match their checksum (edited after they were written?)")
+        if not isinstance(timing, list) or len(timing) != len(rows) or not all(isinstance(t, dict) for t in timing):
+            raise _Damaged("its timing is not one object per row")
+        return Record(key, config, rows, timing)
 
     def __len__(self) -> int:
         return sum(1 for _ in self.units.glob("*.json"))
 
-    def frame(self) -> pd.DataFrame:
-        """All stored rows, one per row of every unit, in key order."""
-        rows = [{**r, "unit_key": rec["key"]} for rec in self.records() for r in rec["rows"]]
-        return pd.DataFrame(rows)
+    # ------------------------------------------------------------------ writing
+    def put(self, config: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
+            timing: Sequence[Mapping[str, Any]] | None = None) -> str:
+        """Store the rows of one finished cell (and their timings); returns its key.
+
+        Writing a key again with the same rows is a no-op whatever the timings (two drivers
+        on one store agree); with other rows it raises :class:`StoreError`.  A damaged file
+        under the key is moved to the quarantine first.
+        """
+        key = config_key(config)
+        rows_json = _as_json([dict(r) for r in rows])
+        if not rows_json:
+            raise StoreError(f"cell {key}: a finished cell must have at least one row")
+        timing_json = _as_json([dict(t) for t in timing] if timing is not None else [{} for _ in rows_json])
+        if len(timing_json) != len(rows_json):
+            raise StoreError(f"cell {key}: {len(timing_json)} timing entries for {len(rows_json)} rows")
+        checksum = rows_checksum(rows_json)
+        state = self.inspect(key)
+        if state.state == "done":
+            if rows_checksum(self._read(state.path, key).rows) != checksum:
+                raise StoreError(f"cell {key} is already stored with different rows (config {dict(config)!r}); "
+                                 f"the same configuration must give the same numbers")
+            return key
+        if state.state == "damaged":
+            self.quarantine(key)
+        record = {"format": FORMAT, "key": key, "config": _as_json(dict(config)), "n_rows": len(rows_json),
+                  "checksum": checksum, "rows": rows_json, "timing": timing_json}
+        text = json.dumps(record, sort_keys=True, allow_nan=True)
+        write_atomic(self.path(key), lambda tmp: Path(tmp).write_text(text), fsync=True)
+        return key
+
+    def quarantine(self, key: str) -> Path:
+        """Move the unit file of ``key`` to ``quarantine/`` (stamped with the time); returns its new path."""
+        self.quarantine_dir.mkdir(exist_ok=True)
+        target = self.quarantine_dir / f"{key}.json.{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+        os.replace(self.path(key), target)
+        return target
+
+    # ------------------------------------------------------------------ failures
+    def record_failure(self, config: Mapping[str, Any], *, label: str, kind: str, error_type: str,
+                       message: str) -> Path:
+        """Keep the last error of a cell (a rerun retries the cell; success removes the file)."""
+        key = config_key(config)
+        self.failures_dir.mkdir(exist_ok=True)
+        entry = {"key": key, "label": label, "kind": kind, "error_type": error_type, "message": message,
+                 "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "config": _as_json(dict(config))}
+        path = self.failures_dir / f"{key}.json"
+        write_atomic(path, lambda tmp: Path(tmp).write_text(json.dumps(entry, indent=1, allow_nan=True)))
+        return path
+
+    def clear_failure(self, key: str) -> None:
+        try:
+            (self.failures_dir / f"{key}.json").unlink()
+        except FileNotFoundError:
+            pass
+
+    def failed_keys(self) -> set[str]:
+        """Keys of cells whose last attempt failed (and that no later attempt finished)."""
+        if not self.failures_dir.is_dir():
+            return set()
+        return {p.stem for p in self.failures_dir.glob("*.json")}
 
 
-def write_atomic(path: str | os.PathLike, write: Any) -> None:
+def damaged_message(path: Path, reason: str) -> str:
+    """How a damaged unit file is reported: its path, what is wrong, and what to do."""
+    return (f"unit file {path} is damaged: {reason}; rerun with --recompute-damaged (recompute_damaged=True) "
+            f"to move it to {path.parent.parent / 'quarantine'} and compute its cell again")
+
+
+def write_atomic(path: str | os.PathLike, write: Callable[[str], Any], *, fsync: bool = False) -> None:
     """Call ``write(tmp_path)`` and move the finished file into place in one step."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -116,6 +243,9 @@ def write_atomic(path: str | os.PathLike, write: Any) -> None:
     os.close(fd)
     try:
         write(tmp)
+        if fsync:
+            with open(tmp, "rb") as fh:
+                os.fsync(fh.fileno())
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are meant to be shared
         os.replace(tmp, path)
     finally:

@@ -1,4 +1,4 @@
-"""The command line (datasets, help, one-line errors with exit code 2) and Ray placement."""
+"""The command line (help, one-line errors with exit codes, checks before Ray starts) and Ray placement."""
 
 from __future__ import annotations
 
@@ -7,9 +7,13 @@ import subprocess
 import sys
 from urllib.error import URLError
 
+import pandas as pd
 import pytest
+from _sites_csv import write_sites_csv
 
 from raytune_fed.cli import main
+from raytune_fed.errors import ConfigError
+from raytune_fed.runtime import check_address
 
 
 def test_datasets_lists_the_embedded_sets(capsys):
@@ -23,11 +27,21 @@ def test_datasets_lists_the_embedded_sets(capsys):
     assert any(line.startswith("gina_agnostic_subset") for line in table)
 
 
+def test_the_module_runs_as_a_program():
+    out = subprocess.run([sys.executable, "-m", "raytune_fed.cli", "--help"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0 and "usage: raytune-fed" in out.stdout
+    assert all(command in out.stdout for command in ("datasets", "demo", "rfms", "report"))
+
+
 @pytest.mark.parametrize("command", ["datasets", "demo", "rfms", "report"])
-def test_every_subcommand_has_help(command):
-    out = subprocess.run([sys.executable, "-m", "raytune_fed.cli", command, "--help"], capture_output=True,
-                         text=True, timeout=60)
-    assert out.returncode == 0 and "usage: raytune-fed" in out.stdout and "--help" in out.stdout
+def test_every_subcommand_has_help(command, capsys):
+    with pytest.raises(SystemExit) as done:
+        main([command, "--help"])
+    shown = capsys.readouterr().out
+    assert done.value.code == 0 and "usage: raytune-fed" in shown and "--help" in shown
+    if command in ("demo", "rfms"):  # how resuming, interrupting and recomputing work
+        assert "--recompute-damaged" in shown and "OUT/quarantine/" in shown and "exit 130 / 143" in shown
 
 
 def test_openml_offline_is_one_line_and_exit_2(monkeypatch, tmp_path, capsys):
@@ -49,9 +63,78 @@ def test_usage_errors_exit_2(capsys):
     assert exc.value.code == 2 and "invalid int value: 'many'" in capsys.readouterr().err
 
 
-def test_report_of_a_missing_directory_is_a_clear_error(tmp_path, capsys):
+@pytest.fixture
+def never_connect(monkeypatch):
+    """Bad input must be refused before Ray is asked for anything."""
+    from raytune_fed import runtime
+
+    def connect(*args, **kwargs):
+        raise AssertionError("the command connected to Ray before checking its input")
+
+    monkeypatch.setattr(runtime, "connect", connect)
+
+
+BAD_INPUT = [
+    (["--out", "{file}"], "output directory '{file}' is an existing file, not a directory"),
+    (["--out", "{file}/sub"], "cannot write results under '{file}/sub'"),
+    (["--address", "not an address"], "Ray address must be 'auto', 'host:port' or 'ray://host:port', "
+                                      "got 'not an address'"),
+    (["--learners", "svm,svm"], "learners lists 'svm' twice"),
+    (["--reps", "2147483648"], "the grid would have 42,949,672,960 cells (20 openbox/lockbox pairs x 2147483648 "
+                               "replications x 1 learners); at most 100,000 cells"),
+    (["--reps", "0"], "n_reps must be an integer >= 1, got 0"),
+    (["--pairs", "21"], "n_pairs must be an integer in [1, 20], got 21"),
+    (["--thresholdout-budget", "-1"], "thresholdout_budget must be an integer >= 0, got -1"),
+    (["--num-cpus", "0"], "num_cpus must be an integer >= 1, got 0"),
+    (["--placement-timeout", "-1"], "placement_timeout must be a finite number >= 0.0, got -1.0"),
+    (["--max-retries", "-1"], "max_retries must be an integer >= 0, got -1"),
+    (["--dataset", "{minimal}", "--target", "label", "--site-column", "site"],
+     "site 'c' cannot be an openbox or a curator: cross-validation needs at least 2 rows of every class"),
+    (["--dataset", "{constant}", "--target", "label", "--site-column", "site"],
+     "site 'b': every feature is constant on its 20 rows"),
+]
+
+
+@pytest.mark.parametrize("argv, message", BAD_INPUT, ids=[" ".join(a[:2]) for a, _ in BAD_INPUT])
+def test_bad_input_is_one_line_exit_2_before_ray_starts(argv, message, tmp_path, capsys, never_connect):
+    names = {"file": str(tmp_path / "a_file"), "tmp": str(tmp_path / "out"),
+             "minimal": write_sites_csv(tmp_path / "minimal.csv", (5, 5, 2)),  # site c: 2 rows per class
+             "constant": write_sites_csv(tmp_path / "constant.csv", (5, 10, 5), constant_site="b")}
+    (tmp_path / "a_file").write_text("not a directory")
+    argv = [a.format(**names) for a in ["rfms", "--out", "{tmp}", *argv]]
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith("raytune-fed: error:") and len(err.strip().splitlines()) == 1
+    assert message.format(**names) in err
+    assert not (tmp_path / "out" / "results.parquet").exists()
+
+
+def test_report_of_a_missing_or_damaged_results_file_is_a_clear_error(tmp_path, capsys):
     assert main(["report", str(tmp_path / "nothing")]) == 2
-    assert "nothing" in capsys.readouterr().err
+    assert "no results.parquet in" in capsys.readouterr().err
+    (tmp_path / "results.parquet").write_bytes(b"PAR1 this is not parquet")
+    assert main(["report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert f"cannot read {tmp_path / 'results.parquet'} (damaged or not a results file)" in err
+    frame = pd.DataFrame({"dataset": ["d"], "split": ["natural"], "learner": ["svm"], "method": ["lso"],
+                          "experiment": ["e"], "hypervolume": [0.5], "settings": ["{not json"]})
+    frame.to_parquet(tmp_path / "results.parquet")
+    assert main(["report", str(tmp_path)]) == 2
+    assert "its 'settings' column does not hold RFMS settings" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("address", [None, "auto", "local", "10.0.0.1:6379", "head-node:6379", "ray://head:10001",
+                                     "ray://head"])
+def test_addresses_ray_accepts(address):
+    assert check_address(address) == address
+
+
+@pytest.mark.parametrize("address", ["not an address", "http://head:8265", "head:port", "", ":6379", 6379])
+def test_addresses_refused_before_ray_is_touched(address):
+    with pytest.raises(ConfigError, match="Ray address must be"):
+        check_address(address)
 
 
 def test_site_actors_go_to_nodes_that_declare_their_site(ray_session):
@@ -59,6 +142,7 @@ def test_site_actors_go_to_nodes_that_declare_their_site(ray_session):
 
     assert site_placement("pinned") == {"resources": {"site:pinned": 0.001}}
     assert site_placement("elsewhere") == {}  # no node declares it: the actor may run anywhere
+    assert site_placement("x", {"site:x": 1.0}) == {"resources": {"site:x": 0.001}}
 
     @ray_session.remote
     class Where:

@@ -18,6 +18,8 @@ import ray
 import yaml
 from ray.autoscaler._private.util import prepare_config, validate_config
 
+from raytune_fed.runtime import SITE_SLIVER
+
 CLUSTER_YAML = Path(__file__).resolve().parent.parent / "cluster.yaml"
 MOUNT = "~/raytune_fed"
 SITE_KEY = re.compile(r"^site:[A-Za-z0-9_.-]+$")  # the key raytune_fed.runtime.site_placement asks for
@@ -117,8 +119,10 @@ def test_site_node_types_declare_one_site_resource(cfg):
         keys = [k for k in t["resources"] if k.startswith("site:")]
         assert len(keys) == 1, f"{name}: one site per node type, got {keys}"
         assert SITE_KEY.match(keys[0]), f"{name}: bad site resource name {keys[0]!r}"
-        # site_placement asks for 0.001 of the key per actor: any whole unit hosts all of a site's actors
-        assert t["resources"][keys[0]] >= 1
+        # site_placement asks for a sliver of the key per actor: any whole unit hosts all of a site's actors
+        assert t["resources"][keys[0]] >= 1 > SITE_SLIVER
+        # the cells whose openbox is this site are pinned here too and each needs a CPU
+        assert t["resources"].get("CPU", 1) >= 1, f"{name}: a site node without CPUs cannot run its cells"
         assert t["max_workers"] >= 1
         assert keys[0] not in seen, f"{keys[0]} declared by two node types"
         seen.add(keys[0])

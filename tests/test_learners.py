@@ -8,14 +8,12 @@ import warnings
 import numpy as np
 import pytest
 from sklearn.datasets import make_classification
-from sklearn.ensemble import RandomForestClassifier
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.feature_selection import VarianceThreshold
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
-from sklearn.tree import DecisionTreeClassifier
 from sklearn.utils.estimator_checks import check_estimator
 
 from raytune_fed.errors import ConfigError, QueryRefusedError
@@ -23,6 +21,7 @@ from raytune_fed.models import (
     ALLOWED_MODEL_TYPES,
     LEARNERS,
     ElasticNetLogistic,
+    ProbabilityForest,
     check_allowed_model,
     cross_validate,
     cross_validated_error,
@@ -82,10 +81,10 @@ def test_builds_map_parameters_to_the_r_semantics():
     assert [type(e) for _, e in net.steps] == [VarianceThreshold, StandardScaler, ElasticNetLogistic]
     assert (net[-1].alpha, net[-1].lambda_) == (0.25, 0.125)
     forest = get_learner("random_forest").build({"num_trees": 300, "min_node_size": 7, "sample_fraction": 0.5},
-                                                seed=11)[-1]
-    assert (forest.n_estimators, forest.min_samples_split, forest.min_samples_leaf) == (300, 8, 1)
-    assert (forest.max_features, forest.bootstrap, forest.max_samples, forest.n_jobs, forest.random_state) == \
-        ("sqrt", True, 0.5, 1, 11)
+                                                seed=11)
+    assert [type(e) for _, e in forest.steps] == [VarianceThreshold, ProbabilityForest]
+    assert (forest[-1].num_trees, forest[-1].min_node_size, forest[-1].sample_fraction, forest[-1].seed) == \
+        (300, 7, 0.5, 11)
 
 
 def test_unknown_learner_lists_known_names():
@@ -99,7 +98,7 @@ def test_unknown_learner_lists_known_names():
     ("elastic_net", {"alpha": 0.5}, r"missing parameter 'lambda'"),
     ("elastic_net", {"alpha": 0.5, "lambda": 1.0, "s": 1.0}, r"no parameters \['s'\]"),
     ("svm", {"C": 0.0, "sigma": 1.0}, r"'C'=0.0 is outside"),
-    ("svm", {"C": 1.0, "sigma": "auto"}, r"'sigma'='auto' is outside"),
+    ("svm", {"C": 1.0, "sigma": "auto"}, r"'sigma'='auto' is not a number"),
     ("random_forest", {"num_trees": 50, "min_node_size": 5, "sample_fraction": 0.5}, r"'num_trees'=50"),
     ("random_forest", {"num_trees": 100.5, "min_node_size": 5, "sample_fraction": 0.5}, r"'num_trees'=100.5"),
     ("random_forest", {"num_trees": 100, "min_node_size": 5, "sample_fraction": 0.05}, r"'sample_fraction'=0.05"),
@@ -237,13 +236,9 @@ class _SVCSubclass(SVC):
     pass
 
 
-class _TreeSubclass(DecisionTreeClassifier):
-    pass
-
-
 def _with_foreign_tree(data):
     model = _fitted("random_forest", data, {"num_trees": 100, "min_node_size": 5, "sample_fraction": 0.5})
-    model[-1].estimators_[3].__class__ = _TreeSubclass
+    model[-1].trees_["hook"] = print
     return model
 
 
@@ -266,7 +261,7 @@ REFUSALS = [
     ("foreign step", lambda d: Pipeline([("model", LogisticRegression())]).fit(*d),
      r"step 'model' is a sklearn.linear_model.*LogisticRegression; allowed step classes: VarianceThreshold"),
     ("subclass of an allowed step", lambda d: Pipeline([("model", _SVCSubclass())]).fit(*d), r"_SVCSubclass"),
-    ("forest with a foreign tree", _with_foreign_tree, r"estimators_\[3\] holds a .*_TreeSubclass"),
+    ("forest with a foreign object", _with_foreign_tree, r"trees_\['hook'\] holds a builtins"),
     ("callable kernel", _with_callable_kernel, r"\(SVC\).kernel holds a builtins.function"),
     ("object array", _with_foreign_array, r"scale_ is an array of dtype object"),
     ("a lambda", lambda d: (lambda X: np.zeros(len(X))),
@@ -287,7 +282,7 @@ def test_check_allowed_model_refuses(make, message, data):
 
 def test_allowed_types_are_exactly_the_built_classes():
     assert set(ALLOWED_MODEL_TYPES) == {Pipeline, VarianceThreshold, StandardScaler, ElasticNetLogistic, SVC,
-                                        RandomForestClassifier}
+                                        ProbabilityForest}
 
 
 # --------------------------------------------------------------------------- cross-validation

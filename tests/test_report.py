@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +9,7 @@ import pandas as pd
 import pytest
 
 from raytune_fed.errors import ConfigError
-from raytune_fed.workflows.rfms._report import REQUIRED_COLUMNS, _embed_sites, _plot_winloss, build_report
+from raytune_fed.workflows.rfms import REQUIRED_COLUMNS, build_report, win_loss_figure
 
 PAPER_ORDER = ["lso", "fso2", "fso5", "fso8", "fso_th", "fmo", "rand_mo"]
 LEARNERS = ["elastic_net", "svm"]
@@ -127,12 +126,10 @@ def test_win_loss_known_answer(tmp_path):
 
 
 def test_win_loss_heatmap_puts_winners_on_horizontal_axis():
-    import matplotlib
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     wins = pd.DataFrame([[0.0, 0.5], [2.5, 0.0]], index=["lso", "fmo"], columns=["lso", "fmo"])
-    fig = _plot_winloss(plt, wins, 3)
+    fig = win_loss_figure(wins, 3)
     try:
         ax = fig.axes[0]
         assert ax.get_xlabel() == "winner" and ax.get_ylabel() == "loser"
@@ -159,21 +156,12 @@ def test_sites_figure_with_tsne(tmp_path):
     assert "](sites.png)" in text and "t-SNE of the first 30 principal components of all 120 rows" in text
 
 
-def test_sites_embedding_large_uses_seeded_pca_subsample():
-    X, rows, names = _sites(1100, 5)
-    first = _embed_sites((X, rows, names), seed=3)
-    again = _embed_sites((X, rows, names), seed=3)
-    assert first[0].shape == (3000, 2) and "subsample of 3000 of the 3300 rows" in first[3]
-    np.testing.assert_array_equal(first[0], again[0])
-    np.testing.assert_array_equal(first[1], again[1])
-
-
-def test_sites_embedding_is_fast_on_geo_sized_data():
-    X, rows, names = _sites(267, 1000)  # 801 x 1000, the size of the paper's GEO pool
-    started = time.perf_counter()
-    coords, _, _, how = _embed_sites((X, rows, names), seed=0)
-    assert time.perf_counter() - started < 20.0
-    assert coords.shape == (801, 2) and how.startswith("t-SNE")
+def test_many_rows_are_embedded_by_pca_of_a_seeded_subsample(tmp_path):
+    sites = _sites(1100, 5)
+    first = build_report(tmp_path / "a", frame=_tiny_frame(), sites=sites, seed=3)
+    again = build_report(tmp_path / "b", frame=_tiny_frame(), sites=sites, seed=3)
+    assert "first two principal components of a random subsample of 3000 of the 3300 rows" in first.read_text()
+    assert (tmp_path / "a" / "sites.png").read_bytes() == (tmp_path / "b" / "sites.png").read_bytes()
 
 
 def _write(frame: pd.DataFrame):

@@ -6,12 +6,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from _sites_csv import write_sites_csv
+
 from raytune_fed.cli import main
 from raytune_fed.errors import ConfigError, DatasetError, SplitError
 from raytune_fed.workflows.rfms import (
     METHODS, ExperimentSpec, RFMSSettings, build_grid, get_methods, run_experiment, run_grid)
 from raytune_fed.algorithms import Thresholdout
-from raytune_fed.federation import Curator, Lockbox, OpenBox, SiteClient
+from raytune_fed.federation.legacy import Curator, Lockbox, OpenBox, SiteClient
+from raytune_fed.grid import ProgressLines
 
 TINY = dict(n_init=3, n_iter=2, n_folds=3)
 
@@ -56,22 +59,52 @@ def test_thresholdout_answers_train_or_noisy_holdout_and_counts_budget():
     ({"n_folds": 1}, "n_folds must be an integer >= 2"),
     ({"inbag_fraction": 1.0}, "inbag_fraction"),
     ({"pca_variance": 0.0}, "pca_variance"),
+    ({"thresholdout_budget": -1}, r"thresholdout_budget must be an integer >= 0, got -1"),
+    ({"seed": -3}, r"seed must be an integer >= 0, got -3"),
+    ({"split": "random"}, r"split must be one of \['natural', 'srs', 'drc'\], got 'random'"),
+    ({"methods": ("fmo", "fmo")}, "method 'fmo' is listed twice"),
+    ({"dataset": ""}, "dataset must be a non-empty name or path"),
 ])
 def test_bad_settings(kwargs, message):
     with pytest.raises(ConfigError, match=message):
-        RFMSSettings(dataset="geo5_sim", **kwargs)
+        RFMSSettings(**{"dataset": "geo5_sim", **kwargs})
 
 
 def test_grid_is_the_product_of_pairs_reps_learners():
     s = RFMSSettings(dataset="geo5_sim")
-    grid = build_grid(s, n_sites=5, learners=["elastic_net", "svm", "random_forest"], reps=10)
+    grid = build_grid(s, n_sites=5, learners=["elastic_net", "svm", "random_forest"], n_reps=10)
     assert len(grid) == 600 and len({g.key for g in grid}) == 600
-    small = build_grid(s, n_sites=5, learners=["svm"], reps=1, pairs=3)
+    small = build_grid(s, n_sites=5, learners=["svm"], n_reps=1, n_pairs=3)
     assert len({g.openbox for g in small}) == 3  # small runs vary the openbox first
-    with pytest.raises(ConfigError, match="unknown learner 'xgb'"):
-        build_grid(s, n_sites=5, learners=["xgb"], reps=1)
-    with pytest.raises(ConfigError, match="pairs must be an integer in \\[1, 20\\], got 21"):
-        build_grid(s, n_sites=5, learners=["svm"], reps=1, pairs=21)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"learners": ["xgb"]}, "unknown learner 'xgb'"),
+    ({"learners": ["svm", "svm"]}, "learners lists 'svm' twice"),
+    ({"learners": []}, "learners must list at least one item"),
+    ({"n_reps": 0}, r"n_reps must be an integer >= 1, got 0"),
+    ({"n_pairs": 21}, r"n_pairs must be an integer in \[1, 20\], got 21"),
+    ({"n_reps": 2 ** 31}, r"the grid would have 42,949,672,960 cells \(20 openbox/lockbox pairs x 2147483648 "
+                          r"replications x 1 learners\); at most 100,000 cells"),
+])
+def test_bad_grids_are_refused_before_any_cell_is_built(kwargs, message):
+    arguments = {"learners": ["svm"], "n_reps": 1, **kwargs}
+    with pytest.raises(ConfigError, match=message):
+        build_grid(RFMSSettings(dataset="geo5_sim"), n_sites=5, **arguments)
+
+
+def test_cell_seeds_come_from_its_coordinates():
+    from raytune_fed.random import derive
+
+    s = RFMSSettings(dataset="geo5_sim", seed=4)
+    svm, net = (ExperimentSpec(s, 0, 1, (2, 3, 4), 2, learner) for learner in ("svm", "elastic_net"))
+    other_rep = ExperimentSpec(s, 0, 1, (2, 3, 4), 3, "svm")
+    state = lambda seq: seq.generate_state(4).tolist()  # noqa: E731
+    assert state(svm.split_seed()) == state(net.split_seed()) == state(derive(4, "split", 0, 1, 2))
+    assert state(svm.split_seed()) != state(other_rep.split_seed())
+    assert state(svm.search_seed()) == state(derive(4, 0, 1, 2, "svm", "search"))
+    assert state(svm.search_seed()) != state(net.search_seed())
+    assert svm.cost < net.cost and svm.demand.site == "site0" and svm.label == "svm openbox=site0 lockbox=site1 rep=2"
 
 
 def _local_experiment(methods, seed=0):
@@ -133,17 +166,17 @@ def test_a_split_without_both_classes_fails_clearly(tmp_path):
 
 def test_grid_on_ray_writes_results_and_resumes(ray_session, tmp_path):
     settings = RFMSSettings(dataset="geo5_sim", methods=("lso", "fso5", "fmo", "rand_mo"), **TINY)
-    frame = run_grid(settings, learners=["svm"], reps=1, pairs=2, out=tmp_path, progress=None)
+    frame = run_grid(settings, learners=["svm"], n_reps=1, n_pairs=2, out=tmp_path)
     assert len(frame) == 2 * 4 and set(frame["method"]) == {"lso", "fso5", "fmo", "rand_mo"}
     for _, r in frame.iterrows():  # each curator's ledger counts the unit's remote evaluations
-        assert list(r["unit_ledger_queries"]) == [r["unit_curator_queries"]] * 3
+        assert list(r["unit_n_ledger_queries"]) == [r["unit_n_curator_queries"]] * 3
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["n_experiments"] == 2 and len(summary["hypervolume"]) == 4
     assert np.allclose(np.array(summary["win_loss"]["matrix"]) + np.array(summary["win_loss"]["matrix"]).T,
                        2 * (1 - np.eye(4)))
     stored = pd.read_parquet(tmp_path / "results.parquet")
     said = []
-    again = run_grid(settings, learners=["svm"], reps=1, pairs=2, out=tmp_path, progress=said.append)
+    again = run_grid(settings, learners=["svm"], n_reps=1, n_pairs=2, out=tmp_path, progress=ProgressLines(said.append))
     assert "(2 already done)" in said[0] and len(said) == 1  # nothing re-ran
     assert len(again) == len(stored) and len(list((tmp_path / "units").glob("*.json"))) == 2
     assert sorted(again["hypervolume"]) == sorted(stored["hypervolume"])
@@ -151,6 +184,31 @@ def test_grid_on_ray_writes_results_and_resumes(ray_session, tmp_path):
     assert main(["report", str(tmp_path)]) == 0
     assert {"hypervolume.png", "winloss.png", "sites.png", "index.md", "index.html"} <= {
         p.name for p in tmp_path.iterdir()}
+
+
+def test_a_torn_unit_file_is_named_and_recomputed_on_request(ray_session, tmp_path, capsys):
+    data = write_sites_csv(tmp_path / "sites.csv")
+    argv = ["rfms", "--dataset", data, "--target", "label", "--site-column", "site", "--learners", "svm",
+            "--methods", "lso,fmo", "--n-init", "3", "--n-iter", "2", "--n-folds", "3", "--reps", "1", "--pairs", "2",
+            "--no-report", "--out", str(tmp_path / "out")]
+    out = tmp_path / "out"
+    assert main(argv) == 0
+    first = pd.read_parquet(out / "results.parquet")
+    torn = sorted((out / "units").glob("*.json"))[0]
+    torn.write_bytes(torn.read_bytes()[:100])
+    (out / "results.parquet").unlink()
+    capsys.readouterr()
+    assert main(argv) == 1  # the other cell is fine; the run ends with one line naming what to do
+    err = capsys.readouterr().err
+    assert f"unit file {torn} is damaged: it is not readable JSON" in err and "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith("raytune-fed: error: rfms: 1 of 2 cells did not finish: 1 with a "
+                                                   "damaged unit file (rerun with --recompute-damaged")
+    assert not (out / "results.parquet").exists()
+    assert main([*argv, "--recompute-damaged"]) == 0
+    assert [p.name.split(".")[0] for p in (out / "quarantine").iterdir()] == [torn.stem]
+    again = pd.read_parquet(out / "results.parquet")
+    compared = ["experiment", "method", "hypervolume", "selected", "lockbox_loss"]
+    assert again[compared].sort_values(compared[:2]).to_json() == first[compared].sort_values(compared[:2]).to_json()
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -10,7 +10,7 @@ from ray import tune
 from raytune_fed.data import load_dataset
 from raytune_fed.models import get_learner
 from raytune_fed.search import GPSearch, ParEGOSearch
-from raytune_fed.federation import OpenBox, SiteClient, SiteHost, remote_site
+from raytune_fed.federation.legacy import OpenBox, SiteClient, SiteHost, remote_site
 
 N_TRIALS = 8
 
@@ -19,7 +19,7 @@ def make_rfms_objective():
     # built inside a function so cloudpickle ships it by value (tests/ is not importable on workers)
     def rfms_objective(config, openbox, curators):
         from raytune_fed.models import get_learner
-        from raytune_fed.federation import query_all
+        from raytune_fed.federation.legacy import query_all
 
         learner = get_learner("svm")
         local = openbox.cv_error(learner, config, n_folds=3, seed=0)

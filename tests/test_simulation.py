@@ -303,7 +303,8 @@ def test_make_pu_edge_cases():
     y = np.array([0, 0, 1, 1, 1, 2])
     assert make_pu(y, c=1.0, seed=0).tolist() == [0, 0, 1, 1, 1, 0]
     assert make_pu(y, c=1.0, positive=2, seed=0).tolist() == [0, 0, 0, 0, 0, 1]
-    assert all(make_pu(y, c=1e-9, seed=s).sum() == 1 for s in range(5))    # at least one
+    with pytest.raises(SplitError, match=r"c=1e-09 labelled none of the 3 positives"):
+        make_pu(y, c=1e-9, seed=0)
     with pytest.raises(SplitError, match="no row of the positive class 3"):
         make_pu(y, c=0.5, positive=3, seed=0)
 

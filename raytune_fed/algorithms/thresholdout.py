@@ -7,6 +7,11 @@ holdout value the size-weighted curator in-bag error.  Per answer draw
 the train value.  ``gamma`` stays at its initial value (0 in the paper), as the authors
 chose.  Budget use is counted; beyond the paper, an optional ``budget`` is enforced: once
 spent, only train values are answered, so the holdout stops leaking.
+
+The noise comes from ``seed`` (required: an int, SeedSequence or Generator; never OS
+entropy).  A restricted site runs this mechanism itself, with its own seed, and replays
+its ledger's (train, holdout) pairs through :meth:`answer` after a restart, which brings
+back the same stream position and budget use.
 """
 
 from __future__ import annotations
@@ -14,17 +19,23 @@ from __future__ import annotations
 import numpy as np
 
 from raytune_fed._checks import check_float, check_int
+from raytune_fed.errors import ConfigError
+from raytune_fed.random import Seed, as_generator
 
 
 class Thresholdout:
     def __init__(self, *, threshold: float = 0.02, sigma: float = 0.03, gamma: float = 0.0,
-                 budget: int | None = None, seed: int | np.random.SeedSequence | None = None) -> None:
+                 budget: int | None = None, seed: Seed | None = None) -> None:
         check_float("Thresholdout threshold", threshold, 0.0)
         check_float("Thresholdout sigma", sigma, 0.0)
+        check_float("Thresholdout gamma", gamma, 0.0)
         if budget is not None:
             check_int("Thresholdout budget", budget, 0)
+        if seed is None:
+            raise ConfigError("Thresholdout needs a seed (an int, SeedSequence or Generator); "
+                              "None would draw from OS entropy")
         self.threshold, self.sigma, self.gamma, self.budget = threshold, sigma, gamma, budget
-        self._rng = np.random.default_rng(seed)
+        self._rng = as_generator(seed, "Thresholdout seed")
         self.budget_used = 0
         self.n_withheld = 0
 

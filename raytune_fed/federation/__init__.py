@@ -1,18 +1,46 @@
-"""Data sites and the records that cross their boundary.
+"""Restricted data sites and the records that cross their boundary.
 
-In-process classes (usable directly in tests and by other workflows) and
-:func:`remote_site` to run any of them as a Ray actor.
+* :class:`Site` - an RFMS data site (curator / lockbox per scheduled unit) under its
+  owner's :class:`Policy` (read with :func:`load_policy`), with an append-only ledger,
+  site-issued sessions, a query budget, one-shot finals, Thresholdout and the
+  differencing guard.  It is reached only through :meth:`Party.call` (wire bytes in and
+  out), the base every restricted party type builds on (:func:`restricted` declares a
+  protocol method; :class:`Blob` carries ciphertext bytes with a declared size).
+* :class:`SiteClient` - the analyst's handle: a local ``Site``, a Ray actor from
+  :func:`remote_site`, or a network service (:meth:`SiteClient.service`, started by
+  ``raytune-fed site serve``); :func:`load_site_directory` reads remote sites by URL.
+  :func:`query_all` / :func:`final_all` fan one model record out to several sessions.
+* :class:`Schedule` / :class:`Unit` - what a grid declares to its sites once.
+* :func:`start_sites` - every site of a simulated split started under one policy
+  template, in-process, as actors or as local services (the grid plays their owners).
+* :class:`OpenBox` - the analyst's own site (full access, local training).
+
+Models travel as :class:`~raytune_fed.models.ModelRecord` (``Learner.encode``), never as
+Python objects.  ``raytune_fed.federation.legacy`` keeps the previous pickled-model sites
+for the RFMS grid until it moves onto :class:`Site`.
 """
 
-from raytune_fed.federation._actors import remote_site
-from raytune_fed.federation._clients import SiteClient, final_all, query_all
-from raytune_fed.federation._host import ROLES, SiteHost
+from raytune_fed.federation._actors import SiteActor, remote_site
+from raytune_fed.federation._clients import SiteClient, SiteSession, final_all, load_site_directory, query_all
+from raytune_fed.federation._fields import Bytes, Field, Model, Models, Real, Refusal, Text, Units
+from raytune_fed.federation._guard import DifferencingGuard
 from raytune_fed.federation._openbox import OpenBox
+from raytune_fed.federation._party import REFUSALS, Party, Session, restricted
+from raytune_fed.federation._policy import Policy, load_policy
 from raytune_fed.federation._records import (
-    RECORD_TYPES, FinalLosses, Ledger, LedgerEntry, Loss, SiteStatus, check_outgoing)
-from raytune_fed.federation._roles import Curator, Lockbox, fingerprint
+    RECORD_TYPES, Blob, Closed, FinalLosses, Ledger, LedgerEntry, Loss, ScheduleReceipt, SessionTicket, SiteStatus,
+    check_outgoing)
+from raytune_fed.federation._schedule import Schedule, Unit, rfms_schedule
+from raytune_fed.federation._service import SiteServer, serve
+from raytune_fed.federation._simulate import (
+    DEPLOYMENTS, SimulatedSites, self_signed_certificate, site_policy, start_sites)
+from raytune_fed.federation._site import Site
 
 __all__ = [
-    "RECORD_TYPES", "ROLES", "Curator", "FinalLosses", "Ledger", "LedgerEntry", "Lockbox", "Loss", "OpenBox",
-    "SiteClient", "SiteHost", "SiteStatus", "final_all", "query_all", "check_outgoing", "fingerprint", "remote_site",
+    "DEPLOYMENTS", "SimulatedSites", "self_signed_certificate", "site_policy", "start_sites",
+    "RECORD_TYPES", "REFUSALS", "Blob", "Bytes", "Closed", "DifferencingGuard", "Field", "FinalLosses", "Ledger",
+    "LedgerEntry", "Loss", "Model", "Models", "OpenBox", "Party", "Policy", "Real", "Refusal", "Schedule",
+    "ScheduleReceipt", "Session", "SessionTicket", "Site", "SiteActor", "SiteClient", "SiteServer", "SiteSession",
+    "SiteStatus", "Text", "Unit", "Units", "check_outgoing", "final_all", "load_policy", "load_site_directory",
+    "query_all", "remote_site", "restricted", "rfms_schedule", "serve",
 ]

@@ -1,81 +1,209 @@
-"""The analyst's side of a restricted site: one interface, in-process or over Ray.
+"""The analyst's side of a restricted site: one interface, wherever the site runs.
 
-A workflow talks to curators and lockboxes through :class:`SiteClient` objects and never
-needs to know whether the site is an object in the same process (unit tests, small runs)
-or a Ray actor on another node.  ``query_all`` and ``final_all`` send one model to
-several sites at once: over Ray the model is serialised once (``ray.put``) and the sites
-answer in parallel.
+:class:`SiteClient` wraps a transport: a :class:`~raytune_fed.federation.Site` in this
+process, a Ray actor started by :func:`~raytune_fed.federation.remote_site`, or a site
+served by ``raytune-fed site serve`` (``SiteClient.service(url, token_file=...)``).  It
+sends typed requests and gets back records; a refusal becomes a
+:class:`~raytune_fed.errors.QueryRefusedError` (``BudgetExhaustedError`` and
+``SealedError`` for the budget and one-shot answers) whose text is the client's own fixed
+text for the site's refusal code.  :meth:`SiteClient.open_session` returns a
+:class:`SiteSession`; :func:`query_all` and :func:`final_all` send one model record to
+several sessions and wait for all answers together.
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
 
-from raytune_fed.federation._records import FinalLosses, Ledger, Loss, SiteStatus
+from raytune_fed.errors import BoundaryViolationError, BudgetExhaustedError, ConfigError, QueryRefusedError, SealedError
+from raytune_fed.federation import _wire
+from raytune_fed.federation._fields import model_to_wire
+from raytune_fed.federation._party import REFUSALS, Party
+from raytune_fed.federation._records import (
+    Closed, FinalLosses, Ledger, Loss, ScheduleReceipt, SessionTicket, SiteStatus, from_wire)
+from raytune_fed.federation._schedule import Schedule, Unit
+from raytune_fed.federation._transports import ActorTransport, HttpTransport, LocalTransport, read_token
+from raytune_fed.models import ModelRecord
+
+_ERRORS = {"budget": BudgetExhaustedError, "sealed": SealedError}
+
+
+def _answer(site: str, method: str, reply: bytes, want: type) -> Any:
+    try:
+        data = _wire.decode(reply, max_bytes=1 << 30)
+    except _wire.WireError:
+        raise BoundaryViolationError(f"site {site!r} answered {method} with a malformed message") from None
+    if isinstance(data, dict) and set(data) == {"refused"} and isinstance(data["refused"], dict):
+        code = data["refused"].get("code")
+        code = code if code in REFUSALS else "internal"
+        error = _ERRORS.get(code, QueryRefusedError)(f"site {site!r} refused {method}: {REFUSALS[code]}")
+        error.code = code
+        raise error
+    if not isinstance(data, dict) or set(data) != {"answer"}:
+        raise BoundaryViolationError(f"site {site!r} answered {method} with neither a record nor a refusal")
+    record = from_wire(data["answer"])
+    if type(record) is not want:
+        raise BoundaryViolationError(f"site {site!r} answered {method} with a {type(record).__name__}")
+    return record
 
 
 class SiteClient:
-    """A handle on one role of one site: an in-process role object or ``(actor, session)``."""
+    """A handle on one site through one of three transports (see the module docstring)."""
 
-    def __init__(self, target: Any, session: str | None = None) -> None:
-        self._target = target
-        self._session = session
+    def __init__(self, target: Any, *, name: str | None = None) -> None:
+        if isinstance(target, (LocalTransport, ActorTransport, HttpTransport)):
+            self._transport = target
+        elif isinstance(target, Party):
+            self._transport = LocalTransport(target)
+        elif hasattr(target, "call") and hasattr(target.call, "remote"):
+            self._transport = ActorTransport(target)
+        else:
+            raise ConfigError(f"a SiteClient needs a Site, a site actor or SiteClient.service(url, ...), "
+                              f"got {type(target).__name__}")
+        self.name = name or getattr(target, "name", None) or "site"
+
+    @classmethod
+    def service(cls, url: str, *, token: str | None = None, token_file: str | os.PathLike | None = None,
+                cafile: str | os.PathLike | None = None, name: str | None = None,
+                timeout: float = 600.0) -> "SiteClient":
+        """A client for a site served at ``url`` with the analyst's bearer token."""
+        if (token is None) == (token_file is None):
+            raise ConfigError("give exactly one of token= and token_file=")
+        token = read_token(token_file) if token_file is not None else token
+        transport = HttpTransport(url, token, cafile=None if cafile is None else os.fspath(cafile), timeout=timeout)
+        return cls(transport, name=name or url)
 
     @property
-    def remote(self) -> bool:
-        return self._session is not None
+    def kind(self) -> str:
+        """``"local"``, ``"actor"`` or ``"service"``."""
+        return self._transport.kind
 
-    def _call(self, method: str, *args: Any) -> Any:
-        if self.remote:
-            return getattr(self._target, method).remote(self._session, *args)
-        return getattr(self._target, method)(*args)
+    def _message(self, method: str, args: Mapping[str, Any]) -> bytes:
+        return _wire.encode({"method": method, "args": dict(args)})
 
-    def _get(self, answers: list[Any]) -> list[Any]:
-        if self.remote:
-            import ray
+    def _submit(self, method: str, args: Mapping[str, Any]) -> Any:
+        return self._transport.submit(self._message(method, args))
 
-            return ray.get(answers)
-        return answers
+    def _request(self, method: str, args: Mapping[str, Any], want: type) -> Any:
+        (reply,) = self._transport.collect([self._submit(method, args)])
+        return _answer(self.name, method, reply, want)
 
-    def query(self, model: Any) -> Loss:
-        return query_all([self], model)[0]
+    def declare_schedule(self, schedule: Schedule) -> ScheduleReceipt:
+        """Declare the grid's units to this site (accepted once; the same again is fine)."""
+        return self._request("declare_schedule", {"units": schedule.as_list()}, ScheduleReceipt)
 
-    def final_evaluation(self, models: Sequence[Any]) -> FinalLosses:
+    def open_session(self, unit: Unit | str, role: str) -> "SiteSession":
+        """A new session for ``unit`` in ``role``; the site issues the token."""
+        key = unit.key if isinstance(unit, Unit) else unit
+        ticket = self._request("open_session", {"unit": key, "role": role}, SessionTicket)
+        return SiteSession(self, ticket)
+
+    def close_session(self, token: str, *, owner: str) -> Closed:
+        """End the session ``token`` (needs the site owner's credential)."""
+        return self._request("close_session", {"session": token, "owner": owner}, Closed)
+
+    def call_raw(self, message: bytes) -> bytes:
+        """Send one already-encoded message (for tests of the boundary itself)."""
+        (reply,) = self._transport.collect([self._transport.submit(message)])
+        return reply
+
+
+@dataclass(frozen=True)
+class SiteSession:
+    """One open session: the client and the site's ticket (token, role, unit, rows)."""
+
+    client: SiteClient
+    ticket: SessionTicket
+
+    @property
+    def n_rows(self) -> int:
+        return self.ticket.n_rows
+
+    @property
+    def token(self) -> str:
+        return self.ticket.token
+
+    def _args(self, **args: Any) -> dict[str, Any]:
+        return {"session": self.ticket.token, **args}
+
+    def query(self, model: ModelRecord, *, mechanism: str = "exact", train_loss: float | None = None) -> Loss:
+        return query_all([self], model, mechanism=mechanism, train_loss=train_loss)[0]
+
+    def final_evaluation(self, models: Sequence[ModelRecord]) -> FinalLosses:
         return final_all([self], models)[0]
 
     def status(self) -> SiteStatus:
-        return self._get([self._call("status")])[0]
+        return self.client._request("status", self._args(), SiteStatus)
 
     def ledger(self) -> Ledger:
-        return self._get([self._call("ledger")])[0]
+        return self.client._request("ledger", self._args(), Ledger)
 
 
-def _put_if_remote(clients: Sequence[SiteClient], payload: Any) -> Any:
-    if any(c.remote for c in clients):
-        import ray
-
-        return ray.put(payload)
-    return payload
-
-
-def _gather(clients: Sequence[SiteClient], calls: list[Any]) -> list[Any]:
-    remote = [i for i, c in enumerate(clients) if c.remote]
-    if remote:
-        import ray
-
-        got = ray.get([calls[i] for i in remote])
-        for i, value in zip(remote, got):
-            calls[i] = value
-    return calls
+def _check_models(models: Sequence[Any]) -> list[dict[str, Any]]:
+    for m in models:
+        if type(m) is not ModelRecord:
+            raise ConfigError(f"sites take ModelRecord (see Learner.encode), got {type(m).__name__}")
+    return [model_to_wire(m) for m in models]
 
 
-def query_all(clients: Sequence[SiteClient], model: Any) -> list[Loss]:
-    """Ask every client for the loss of ``model`` (in parallel over Ray)."""
-    payload = _put_if_remote(clients, model)
-    return _gather(clients, [c._call("query", payload) for c in clients])
+def _fan_out(sessions: Sequence[SiteSession], method: str, args: Mapping[str, Any], want: type) -> list[Any]:
+    groups: dict[type, list[int]] = {}
+    pending: list[Any] = []
+    for i, s in enumerate(sessions):
+        pending.append(s.client._submit(method, s._args(**args)))
+        groups.setdefault(type(s.client._transport), []).append(i)
+    replies: list[Any] = [None] * len(sessions)
+    for members in groups.values():
+        collect = sessions[members[0]].client._transport.collect
+        for i, reply in zip(members, collect([pending[i] for i in members])):
+            replies[i] = reply
+    return [_answer(s.client.name, method, r, want) for s, r in zip(sessions, replies)]
 
 
-def final_all(clients: Sequence[SiteClient], models: Sequence[Any]) -> list[FinalLosses]:
-    """Ask every client for its one final evaluation of ``models``."""
-    payload = _put_if_remote(clients, list(models))
-    return _gather(clients, [c._call("final_evaluation", payload) for c in clients])
+def query_all(sessions: Sequence[SiteSession], model: ModelRecord, *, mechanism: str = "exact",
+              train_loss: float | None = None) -> list[Loss]:
+    """Ask every curator session for the loss of ``model``; all requests leave before any answer is awaited."""
+    (wire,) = _check_models([model])
+    args: dict[str, Any] = {"model": wire, "mechanism": mechanism}
+    if train_loss is not None:
+        args["train_loss"] = float(train_loss)
+    return _fan_out(sessions, "query", args, Loss)
+
+
+def final_all(sessions: Sequence[SiteSession], models: Sequence[ModelRecord]) -> list[FinalLosses]:
+    """Ask every session for its one final evaluation of ``models``."""
+    return _fan_out(sessions, "final_evaluation", {"models": _check_models(list(models))}, FinalLosses)
+
+
+def load_site_directory(path: str | os.PathLike) -> dict[str, SiteClient]:
+    """Clients for remote sites listed in a TOML or JSON file::
+
+        [sites.site0]
+        url = "https://site0.example.org:8443"
+        token_file = "tokens/site0"       # the analyst's bearer token, relative to this file
+        cafile = "certs/site0.pem"        # optional: the site's certificate (self-signed)
+    """
+    import json
+    import tomllib
+
+    path = Path(path)
+    try:
+        text = path.read_text()
+        data = tomllib.loads(text) if path.suffix.lower() == ".toml" else json.loads(text)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read the sites file {os.fspath(path)!r}: {exc}") from None
+    sites = data.get("sites") if isinstance(data, dict) else None
+    if not isinstance(sites, dict) or not sites:
+        raise ConfigError(f"the sites file {path.name!r} must have a [sites.<name>] table per site")
+    out = {}
+    for name, entry in sites.items():
+        if not isinstance(entry, dict) or not {"url", "token_file"} <= set(entry) \
+                or not set(entry) <= {"url", "token_file", "cafile"}:
+            raise ConfigError(f"sites.{name} must set url and token_file (and optionally cafile)")
+        resolve = lambda p: p if os.path.isabs(p) else os.fspath(path.parent / p)  # noqa: E731
+        out[name] = SiteClient.service(entry["url"], token_file=resolve(entry["token_file"]),
+                                       cafile=resolve(entry["cafile"]) if "cafile" in entry else None, name=name)
+    return out

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-import numpy as np
-
-from raytune_fed.federation._roles import _check_xy
+from raytune_fed.federation._data import site_data
 from raytune_fed.metrics.scorers import misclassification
 
 
@@ -23,7 +21,7 @@ class OpenBox:
                  seed: Any = 0) -> None:
         from raytune_fed.simulation import inbag_outbag
 
-        X, y = _check_xy(name, X, y)
+        X, y = site_data(name, X, y)
         self.name = name
         inbag, outbag = inbag_outbag(y, inbag_fraction=inbag_fraction, seed=seed)
         self._X_in, self._y_in = X[inbag], y[inbag]

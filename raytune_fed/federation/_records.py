@@ -1,10 +1,10 @@
-"""The only things that cross a site boundary: small frozen records that check themselves.
+"""The only things a site answers with: small frozen records that check themselves.
 
-A restricted site (curator, lockbox) answers with one of these records and nothing else.
-Each record validates its fields when built: plain Python ``float``/``int``/``str``
-scalars or short tuples of floats, never arrays, so a site cannot hand out feature rows or
-labels even by mistake.  :func:`check_outgoing` is the gate every site method passes its
-answer through.
+Each record validates its fields when built (plain ``float``/``int``/``str``/``bool``,
+short tuples of them, or a :class:`Blob` of bytes with a declared size), so a site cannot
+hand out feature rows or labels even by mistake.  :func:`check_outgoing` is the gate
+every answer passes; :func:`to_wire` / :func:`from_wire` turn records into plain data for
+the wire format and back, rebuilding (so re-validating) them on the receiving side.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from typing import Any
 from raytune_fed.errors import BoundaryViolationError
 
 MAX_MODELS_PER_FINAL = 256
+MAX_LEDGER_ENTRIES = 100_000
+MAX_BLOB_BYTES = 1 << 30
 
 
 def _finite_float(name: str, value: Any, lo: float = -math.inf, hi: float = math.inf) -> float:
@@ -30,6 +32,12 @@ def _finite_float(name: str, value: Any, lo: float = -math.inf, hi: float = math
 def _count(name: str, value: Any, lo: int = 0) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < lo:
         raise BoundaryViolationError(f"{name} must be an int >= {lo}, got {value!r}")
+    return value
+
+
+def _text(name: str, value: Any, max_len: int = 200) -> str:
+    if not isinstance(value, str) or len(value) > max_len:
+        raise BoundaryViolationError(f"{name} must be a str of at most {max_len} characters")
     return value
 
 
@@ -50,86 +58,201 @@ class Loss:
 
 @dataclass(frozen=True)
 class FinalLosses:
-    """A one-shot final evaluation: one loss per submitted model, on the evaluation rows."""
+    """A one-shot final evaluation: one loss per submitted model on the evaluation rows,
+    ``None`` where the site's privacy guard withheld a model's loss."""
 
-    values: tuple[float, ...]
+    values: tuple[float | None, ...]
     n_rows: int
 
     def __post_init__(self) -> None:
         if not isinstance(self.values, tuple) or not 1 <= len(self.values) <= MAX_MODELS_PER_FINAL:
-            raise BoundaryViolationError(
-                f"FinalLosses.values must be a tuple of 1..{MAX_MODELS_PER_FINAL} floats, got {type(self.values).__name__}"
-                f" of length {len(self.values) if hasattr(self.values, '__len__') else '?'}")
-        object.__setattr__(self, "values", tuple(_finite_float("FinalLosses.values[i]", v, 0.0, 1.0)
-                                                 for v in self.values))
+            raise BoundaryViolationError(f"FinalLosses.values must be a tuple of 1..{MAX_MODELS_PER_FINAL} floats")
+        object.__setattr__(self, "values", tuple(
+            None if v is None else _finite_float("FinalLosses.values[i]", v, 0.0, 1.0) for v in self.values))
         object.__setattr__(self, "n_rows", _count("FinalLosses.n_rows", self.n_rows, 1))
+
+    @property
+    def n_withheld(self) -> int:
+        return sum(v is None for v in self.values)
 
 
 @dataclass(frozen=True)
 class LedgerEntry:
-    """One answered query: when, which model (a fingerprint), what kind, what was answered."""
+    """One request of a session as the analyst may see it: when, which record, what kind,
+    what was answered (``None`` for a refusal or a withheld loss)."""
 
     time: float
     fingerprint: str
     kind: str
-    answer: float
+    answer: float | None
 
     def __post_init__(self) -> None:
         _finite_float("LedgerEntry.time", self.time)
         if not (isinstance(self.fingerprint, str) and len(self.fingerprint) <= 64):
-            raise BoundaryViolationError(f"LedgerEntry.fingerprint must be a short str, got {self.fingerprint!r}")
-        if self.kind not in ("query", "final"):
-            raise BoundaryViolationError(f"LedgerEntry.kind must be 'query' or 'final', got {self.kind!r}")
-        _finite_float("LedgerEntry.answer", self.answer, 0.0, 1.0)
-
-
-@dataclass(frozen=True)
-class SiteStatus:
-    """What anyone may know about a role: its name, role, size and query counts."""
-
-    site: str
-    role: str
-    n_rows: int
-    n_queries: int
-    budget_left: int | None
-    sealed: bool
-
-    def __post_init__(self) -> None:
-        for name in ("site", "role"):
-            if not isinstance(getattr(self, name), str):
-                raise BoundaryViolationError(f"SiteStatus.{name} must be a str")
-        _count("SiteStatus.n_rows", self.n_rows)
-        _count("SiteStatus.n_queries", self.n_queries)
-        if self.budget_left is not None:
-            _count("SiteStatus.budget_left", self.budget_left)
-        if not isinstance(self.sealed, bool):
-            raise BoundaryViolationError("SiteStatus.sealed must be a bool")
+            raise BoundaryViolationError("LedgerEntry.fingerprint must be a str of at most 64 characters")
+        if self.kind not in ("query", "final", "refused"):
+            raise BoundaryViolationError(f"LedgerEntry.kind must be 'query', 'final' or 'refused', got {self.kind!r}")
+        if self.answer is not None:
+            _finite_float("LedgerEntry.answer", self.answer, 0.0, 1.0)
 
 
 @dataclass(frozen=True)
 class Ledger:
-    """A copy of a role's query ledger (fingerprints and answers only)."""
+    """A copy of one session's ledger (fingerprints and answers only)."""
 
     entries: tuple[LedgerEntry, ...]
 
     def __post_init__(self) -> None:
-        if not all(type(e) is LedgerEntry for e in self.entries):
-            raise BoundaryViolationError("Ledger.entries must hold LedgerEntry records only")
+        if not isinstance(self.entries, tuple) or len(self.entries) > MAX_LEDGER_ENTRIES \
+                or not all(type(e) is LedgerEntry for e in self.entries):
+            raise BoundaryViolationError("Ledger.entries must be a tuple of LedgerEntry records")
 
     def __len__(self) -> int:
         return len(self.entries)
 
 
-RECORD_TYPES: tuple[type, ...] = (Loss, FinalLosses, LedgerEntry, SiteStatus, Ledger)
+@dataclass(frozen=True)
+class SiteStatus:
+    """What a session may know about its role: site, role, unit, rows scored, its own query
+    count, the site's remaining query budget (over all sessions) and whether it is sealed."""
+
+    site: str
+    role: str
+    unit: str
+    n_rows: int
+    n_queries: int
+    budget_left: int
+    sealed: bool
+
+    def __post_init__(self) -> None:
+        for name in ("site", "role", "unit"):
+            _text(f"SiteStatus.{name}", getattr(self, name))
+        _count("SiteStatus.n_rows", self.n_rows)
+        _count("SiteStatus.n_queries", self.n_queries)
+        _count("SiteStatus.budget_left", self.budget_left)
+        if not isinstance(self.sealed, bool):
+            raise BoundaryViolationError("SiteStatus.sealed must be a bool")
+
+
+@dataclass(frozen=True)
+class SessionTicket:
+    """A session the site opened: its unguessable token (the only copy), the role and unit."""
+
+    token: str
+    site: str
+    role: str
+    unit: str
+    n_rows: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.token, str) or not 32 <= len(self.token) <= 128:
+            raise BoundaryViolationError("SessionTicket.token must be a str of 32..128 characters")
+        for name in ("site", "role", "unit"):
+            _text(f"SessionTicket.{name}", getattr(self, name))
+        _count("SessionTicket.n_rows", self.n_rows, 1)
+
+
+@dataclass(frozen=True)
+class ScheduleReceipt:
+    """The site accepted a schedule: how many units name it, and the schedule's digest."""
+
+    site: str
+    n_units: int
+    digest: str
+
+    def __post_init__(self) -> None:
+        _text("ScheduleReceipt.site", self.site)
+        _count("ScheduleReceipt.n_units", self.n_units)
+        _text("ScheduleReceipt.digest", self.digest, 64)
+
+
+@dataclass(frozen=True)
+class Blob:
+    """Opaque bytes with a declared size, e.g. ciphertexts a party returns.  The only
+    record that carries bytes; the size is checked against the data and a cap."""
+
+    data: bytes
+    size: int
+    kind: str = "ciphertext"
+
+    def __post_init__(self) -> None:
+        if type(self.data) is not bytes:
+            raise BoundaryViolationError("Blob.data must be bytes")
+        _count("Blob.size", self.size)
+        if self.size != len(self.data) or self.size > MAX_BLOB_BYTES:
+            raise BoundaryViolationError(f"Blob.size must equal len(data) and be at most {MAX_BLOB_BYTES}")
+        _text("Blob.kind", self.kind, 64)
+
+
+@dataclass(frozen=True)
+class Closed:
+    """A session was closed by the site's owner (the ledger keeps every entry)."""
+
+    unit: str
+    n_queries: int
+
+    def __post_init__(self) -> None:
+        _text("Closed.unit", self.unit)
+        _count("Closed.n_queries", self.n_queries)
+
+
+RECORD_TYPES: tuple[type, ...] = (Loss, FinalLosses, LedgerEntry, Ledger, SiteStatus, SessionTicket,
+                                  ScheduleReceipt, Blob, Closed)
+_BY_NAME = {t.__name__: t for t in RECORD_TYPES}
+_SCALARS = (int, float, str, bool, type(None))
 
 
 def check_outgoing(answer: Any) -> Any:
-    """Let ``answer`` leave a site only if it is exactly one of the record types."""
+    """Let ``answer`` leave a site only if it is exactly one of the record types, holding
+    scalars, tuples of scalars or records, or (a :class:`Blob` only) bytes."""
     if type(answer) not in RECORD_TYPES:
         raise BoundaryViolationError(
             f"a site may only answer with {[t.__name__ for t in RECORD_TYPES]}, not {type(answer).__name__}")
     for f in fields(answer):
         value = getattr(answer, f.name)
-        if hasattr(value, "__array__") or isinstance(value, (list, dict, bytes, bytearray)):
-            raise BoundaryViolationError(f"{type(answer).__name__}.{f.name} holds a {type(value).__name__}")
+        if type(answer) is Blob and f.name == "data":
+            continue
+        items = value if type(value) is tuple else (value,)
+        for item in items:
+            if type(item) in RECORD_TYPES:
+                check_outgoing(item)
+            elif type(item) not in _SCALARS:
+                raise BoundaryViolationError(f"{type(answer).__name__}.{f.name} holds a {type(item).__name__}")
     return answer
+
+
+def to_wire(record: Any) -> dict[str, Any]:
+    """Plain data for a record (after :func:`check_outgoing`)."""
+    check_outgoing(record)
+
+    def plain(value: Any) -> Any:
+        if type(value) in RECORD_TYPES:
+            return to_wire(value)
+        if type(value) is tuple:
+            return [plain(v) for v in value]
+        return value
+
+    return {"type": type(record).__name__, "fields": {f.name: plain(getattr(record, f.name)) for f in fields(record)}}
+
+
+def from_wire(data: Any) -> Any:
+    """Rebuild a record from :func:`to_wire` data; raise :class:`BoundaryViolationError` if it is not one."""
+    if not isinstance(data, dict) or set(data) != {"type", "fields"} or data["type"] not in _BY_NAME \
+            or not isinstance(data["fields"], dict):
+        raise BoundaryViolationError("an answer must be one of the site's record types")
+    cls = _BY_NAME[data["type"]]
+    names = {f.name for f in fields(cls)}
+    if not set(data["fields"]) <= names:
+        raise BoundaryViolationError(f"{cls.__name__} has no fields {sorted(set(data['fields']) - names)}")
+
+    def value(v: Any) -> Any:
+        if isinstance(v, dict):
+            return from_wire(v)
+        if isinstance(v, list):
+            return tuple(value(x) for x in v)
+        return v
+
+    try:
+        return cls(**{k: value(v) for k, v in data["fields"].items()})
+    except TypeError:
+        raise BoundaryViolationError(f"{cls.__name__} is missing fields") from None

@@ -1,13 +1,24 @@
 """Learners of the RFMS paper (Table 3) as scikit-learn pipelines, and their CV objective.
 
 ``LEARNERS`` maps ``elastic_net``, ``svm`` and ``random_forest`` to a :class:`Learner`
-(name, search space, ``build(config, seed=...)``).  :func:`check_allowed_model` is the
-gate a curator applies to a received model; :func:`cross_validated_error` is the
-open-box objective.
+(name, search space, ``build(config, seed=...)``, and the declared :class:`ModelRecord`
+a fitted model travels as).  :func:`encode_model` turns a fitted pipeline into its record
+(analyst side); :func:`rebuild_model` validates a record and gives the site's own
+predictor.  :func:`cross_validated_error` is the open-box objective (with a :class:`CVPlan`
+as ``cache``, per-fold preprocessing is done once per data set and seed).
+:class:`ProbabilityForest` is ranger's probability forest; its fitted node arrays
+(``FOREST_ARRAY_SPECS``) predict through :func:`predict_proba_from_arrays` after
+:func:`check_forest_arrays`.
 """
 
-from raytune_fed.models._cv import CVResult, cross_validate, cross_validated_error, stratified_folds
+from raytune_fed.models._cv import CVPlan, CVResult, cross_validate, cross_validated_error, stratified_folds
 from raytune_fed.models._elasticnet import ElasticNetLogistic, warm_up
+from raytune_fed.models._forest import (
+    FOREST_ARRAY_SPECS,
+    ProbabilityForest,
+    check_forest_arrays,
+    predict_proba_from_arrays,
+)
 from raytune_fed.models._registry import (
     ALLOWED_MODEL_TYPES,
     LEARNERS,
@@ -15,17 +26,31 @@ from raytune_fed.models._registry import (
     check_allowed_model,
     get_learner,
 )
+from raytune_fed.models._records import (
+    ArraySpec, ModelRecord, RecordCodec, RecordError, SiteModel, encode_model, rebuild_model)
 
 __all__ = [
     "ALLOWED_MODEL_TYPES",
+    "CVPlan",
+    "ArraySpec",
+    "ModelRecord",
+    "RecordCodec",
+    "RecordError",
+    "SiteModel",
+    "encode_model",
+    "rebuild_model",
     "CVResult",
     "ElasticNetLogistic",
+    "FOREST_ARRAY_SPECS",
     "LEARNERS",
     "Learner",
+    "ProbabilityForest",
+    "check_forest_arrays",
     "check_allowed_model",
     "cross_validate",
     "cross_validated_error",
     "get_learner",
+    "predict_proba_from_arrays",
     "stratified_folds",
     "warm_up",
 ]

@@ -12,6 +12,14 @@ Warm starts: for the elastic net, fold k+1 can start from fold k's coefficients
 (``warm_start=True``).  ``experiments/bench_learners.py`` measured it and found it slower
 than a cold start with skglm's ProxNewton (a dense start enlarges the working sets), so
 it is off by default.
+
+Fold cache: every configuration of a unit is cross-validated on the same folds, and a
+pipeline's steps before the final estimator (constant-feature filter, scaling) do not
+depend on the configuration.  :class:`CVPlan` computes the folds of one
+``(X, y, n_folds, seed)`` once and, per distinct preprocessing, each fold's transformed
+train and test matrices; ``cross_validate(..., cache=plan)`` then fits only the final
+estimator per fold.  The matrices are the ones the pipeline would compute (same steps,
+same fold rows, ``fit`` then ``transform``), so every fold error is identical.
 """
 
 from __future__ import annotations
@@ -90,20 +98,83 @@ def _columns_kept(template, X_train: np.ndarray) -> np.ndarray:
     return np.ones(X_train.shape[1], dtype=bool)
 
 
-def cross_validate(learner_or_estimator: Learner | BaseEstimator, config: Mapping[str, Any] | None, X, y, *,
-                   n_folds: int = 10, seed: int, warm_start: bool = False) -> CVResult:
-    """Stratified K-fold CV of a learner configuration (or an estimator with ``set_params``).
+class CVPlan:
+    """The folds of one ``(X, y, n_folds, seed)`` and, per preprocessing, each fold's matrices.
 
-    ``seed`` is the root seed: one child stream shuffles the folds, another seeds the
-    learner (the same model seed in every fold).
+    Build it once per data set and CV seed (an RFMS unit has one) and pass it to
+    :func:`cross_validate` as ``cache``.  Folds and the learner's model seed are drawn
+    exactly as :func:`cross_validate` draws them without a cache.  Preprocessed matrices
+    are computed on first use for each distinct list of preprocessing steps (their
+    classes and parameters) and kept: about ``n_folds * n_rows * n_features`` floats per
+    distinct preprocessing.
     """
+
+    def __init__(self, X, y, *, n_folds: int = 10, seed: int) -> None:
+        X, y = _check_xy(X, y)
+        self.X, self.y = X, y
+        self.n_folds_requested = n_folds
+        self.seed = _check_seed(seed)
+        fold_seq, model_seq = np.random.SeedSequence(self.seed).spawn(2)
+        self.folds = tuple(stratified_folds(y, n_folds, int(fold_seq.generate_state(1)[0])))
+        self.model_seed = int(model_seq.generate_state(1)[0])
+        self._prepared: dict[tuple, tuple[tuple[np.ndarray, np.ndarray], ...]] = {}
+
+    @property
+    def n_folds(self) -> int:
+        """The fold count actually used (see the module notes)."""
+        return len(self.folds)
+
+    def prepared(self, steps: list) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+        """Per fold, ``(X_train, X_test)`` after fitting ``steps`` (unfitted transformers) on the fold's train rows."""
+        key = tuple((type(step), repr(sorted(step.get_params(deep=False).items()))) for step in steps)
+        if key not in self._prepared:
+            out = []
+            for train, test in self.folds:
+                X_train, X_test = self.X[train], self.X[test]
+                for step in steps:
+                    fitted = clone(step).fit(X_train, self.y[train])
+                    X_train, X_test = fitted.transform(X_train), fitted.transform(X_test)
+                out.append((X_train, X_test))
+            self._prepared[key] = tuple(out)
+        return self._prepared[key]
+
+    def check_matches(self, X: np.ndarray, y: np.ndarray, n_folds: int, seed: int) -> None:
+        if (n_folds, _check_seed(seed)) != (self.n_folds_requested, self.seed):
+            raise ConfigError(f"the CV cache was built for n_folds={self.n_folds_requested}, seed={self.seed}; "
+                              f"got n_folds={n_folds}, seed={seed}")
+        same_x = X is self.X or (X.shape == self.X.shape and np.array_equal(X, self.X))
+        if not same_x or not (y is self.y or np.array_equal(y, self.y)):
+            raise ConfigError(f"the CV cache was built for other data (X {self.X.shape}), got X {X.shape}")
+
+
+def _check_xy(X, y) -> tuple[np.ndarray, np.ndarray]:
     X = np.asarray(X)
     y = np.asarray(y)
     if X.ndim != 2 or y.ndim != 1 or X.shape[0] != y.shape[0]:
         raise DatasetError(f"need 2-D X and 1-D y with the same number of rows, got X {X.shape}, y {y.shape}")
-    fold_seq, model_seq = np.random.SeedSequence(_check_seed(seed)).spawn(2)
-    folds = stratified_folds(y, n_folds, int(fold_seq.generate_state(1)[0]))
-    template = _estimator_for(learner_or_estimator, config, int(model_seq.generate_state(1)[0]))
+    return X, y
+
+
+def cross_validate(learner_or_estimator: Learner | BaseEstimator, config: Mapping[str, Any] | None, X, y, *,
+                   n_folds: int = 10, seed: int, warm_start: bool = False, cache: CVPlan | None = None) -> CVResult:
+    """Stratified K-fold CV of a learner configuration (or an estimator with ``set_params``).
+
+    ``seed`` is the root seed: one child stream shuffles the folds, another seeds the
+    learner (the same model seed in every fold).  ``cache`` (a :class:`CVPlan` built for
+    the same ``X, y, n_folds, seed``) reuses its folds and preprocessed matrices and fits
+    only the final estimator; the result is identical.
+    """
+    X, y = _check_xy(X, y)
+    if cache is None:
+        plan = CVPlan(X, y, n_folds=n_folds, seed=seed)
+    else:
+        if type(cache) is not CVPlan:
+            raise ConfigError(f"cache must be a CVPlan, got {type(cache).__qualname__}")
+        if warm_start:
+            raise ConfigError("warm_start and cache cannot be combined")
+        cache.check_matches(X, y, n_folds, seed)
+        plan = cache
+    template = _estimator_for(learner_or_estimator, config, plan.model_seed)
     final = template.steps[-1][1] if isinstance(template, Pipeline) else template
     if warm_start:
         if type(final) is not ElasticNetLogistic:
@@ -113,19 +184,23 @@ def cross_validate(learner_or_estimator: Learner | BaseEstimator, config: Mappin
                    for e in inner):
             raise ConfigError(f"warm_start needs the columns to stay aligned across folds; steps {inner} may move them")
     init_key = f"{template.steps[-1][0]}__coef_init" if isinstance(template, Pipeline) else "coef_init"
+    if cache is not None:
+        prepared = cache.prepared([e for _, e in template.steps[:-1]] if isinstance(template, Pipeline) else [])
+        template = final
 
     errors: list[float] = []
     n_not_converged = 0
     previous = None  # (coef over all columns of X, intercept) of the last fold
-    for train, test in folds:
+    for i, (train, test) in enumerate(plan.folds):
         model = clone(template)
+        X_train, X_test = prepared[i] if cache is not None else (X[train], X[test])
         fit_params = {}
         if previous is not None:
-            kept = _columns_kept(template, X[train])
+            kept = _columns_kept(template, X_train)
             fit_params[init_key] = (previous[0][kept], previous[1])
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ConvergenceWarning)
-            model.fit(X[train], y[train], **fit_params)
+            model.fit(X_train, y[train], **fit_params)
         not_converged = False
         for w in caught:
             if issubclass(w.category, ConvergenceWarning):
@@ -136,15 +211,16 @@ def cross_validate(learner_or_estimator: Learner | BaseEstimator, config: Mappin
         if warm_start:
             fitted = model.steps[-1][1] if isinstance(model, Pipeline) else model
             coef = np.zeros(X.shape[1])
-            coef[_columns_kept(template, X[train])] = fitted.coef_[0]
+            coef[_columns_kept(template, X_train)] = fitted.coef_[0]
             previous = (coef, fitted.intercept_)
-        errors.append(misclassification(y[test], model.predict(X[test])))
-    return CVResult(error=float(np.mean(errors)), fold_errors=tuple(errors), n_folds=len(folds),
+        errors.append(misclassification(y[test], model.predict(X_test)))
+    return CVResult(error=float(np.mean(errors)), fold_errors=tuple(errors), n_folds=plan.n_folds,
                     n_not_converged=n_not_converged)
 
 
 def cross_validated_error(learner_or_estimator: Learner | BaseEstimator, config: Mapping[str, Any] | None, X, y,
-                          *, n_folds: int = 10, seed: int, warm_start: bool = False) -> float:
+                          *, n_folds: int = 10, seed: int, warm_start: bool = False,
+                          cache: CVPlan | None = None) -> float:
     """Mean misclassification over stratified folds (see :func:`cross_validate`)."""
     return cross_validate(learner_or_estimator, config, X, y, n_folds=n_folds, seed=seed,
-                          warm_start=warm_start).error
+                          warm_start=warm_start, cache=cache).error

@@ -18,14 +18,13 @@ learners of the paper:
   the authors predicted with ``predict.type = "prob"`` (Platt scaling), here the class is
   the sign of the decision function.
 * ``random_forest`` (ranger, probability forest as the authors used
-  ``predict.type = "prob"``): ``RandomForestClassifier`` with ``num_trees`` in
-  [100, 5000], ``min_node_size`` in [1, 50], ``sample_fraction`` in [0.1, 1], mtry =
-  floor(sqrt(p)) (ranger's default), bootstrap with replacement of ``sample_fraction * n``
-  rows (ranger's ``replace=TRUE``), one thread.  ranger makes a node terminal when it
-  holds ``<= min.node.size`` samples, hence ``min_samples_split = min_node_size + 1``.
-  Differences: sklearn counts distinct rows in a node where ranger counts bootstrap
-  draws, and rounds ``n * sample_fraction`` where ranger truncates.  LightGBM's rf mode
-  was measured as the alternative and rejected (``experiments/bench_learners.py``).
+  ``predict.type = "prob"``): :class:`ProbabilityForest` (``_forest.py``, which lists its
+  differences from ranger) with ``num_trees`` in [100, 5000], ``min_node_size`` in
+  [1, 50], ``sample_fraction`` in [0.1, 1], mtry = floor(sqrt(p)), draws with
+  replacement; ``build(config)`` without a seed gives it seed 0.  scikit-learn's
+  ``RandomForestClassifier`` (``min_samples_split = min_node_size + 1``, which counts
+  distinct rows where ranger counts draws) stays available as ``_sklearn_forest_steps``
+  for ``experiments/bench_forest.py``, which measured both.
 
 :func:`check_allowed_model` is what a curator runs before predicting with a model it
 received: only the exact classes built here may run on its data.
@@ -50,6 +49,10 @@ from sklearn.utils.validation import check_is_fitted
 
 from raytune_fed.errors import ConfigError, DatasetError, QueryRefusedError
 from raytune_fed.models._elasticnet import ElasticNetLogistic, warm_up
+from raytune_fed.models._forest import ProbabilityForest
+from raytune_fed.models._forest import warm_up as forest_warm_up
+from raytune_fed.models._codecs import ForestCodec, LinearCodec, RBFKernelCodec
+from raytune_fed.models._records import ModelRecord, RecordCodec
 from raytune_fed.space import Float, Int, SearchSpace
 
 StepMaker = Callable[[Mapping[str, Any], "int | None"], list]
@@ -60,10 +63,16 @@ class Learner:
     """A named learner: its search space, how a configuration becomes a pipeline, and
     what the rest of the package derives from it.
 
-    ``step_types`` are the exact classes of the pipeline's steps (the site's admission
-    allow-list is their union over the registry); ``relative_cost`` orders a grid's cells
-    longest first; ``warm_up`` (optional) pays one-off per-process costs such as numba
-    compilation before a grid's timings start.
+    ``record`` declares how a fitted model of this learner crosses a site boundary: the
+    names, dtypes and shapes of its arrays, their size caps, the analyst-side encoder and
+    the site's own predictor (:mod:`raytune_fed.models._records`); a learner without one
+    can be tuned locally but never sent to a site.  ``step_types`` are the exact classes
+    of the pipeline's steps (what :func:`check_allowed_model`, the legacy admission of
+    pickled pipelines, allows); ``relative_cost`` orders a grid's cells longest first;
+    ``warm_up`` (optional) pays one-off per-process costs such as numba compilation
+    before a grid's timings start.  ``task`` is ``"pn"`` for learners fitted on class
+    labels (the RFMS learners, in :data:`LEARNERS`) and ``"pu"`` for learners fitted on
+    positive/unlabelled indicators (``raytune_fed.models.pu.PU_LEARNERS``).
     """
 
     name: str
@@ -72,6 +81,14 @@ class Learner:
     step_types: tuple[type, ...] = field(default=(), repr=False, compare=False)
     relative_cost: float = 1.0
     warm_up: Callable[[], None] | None = field(default=None, repr=False, compare=False)
+    task: str = "pn"
+    record: RecordCodec | None = field(default=None, repr=False, compare=False)
+
+    def encode(self, config: Mapping[str, Any], pipeline: Pipeline) -> ModelRecord:
+        """The :class:`ModelRecord` of ``pipeline`` fitted at ``config`` (what a site accepts)."""
+        from raytune_fed.models._records import encode_model
+
+        return encode_model(self.name, config, pipeline)
 
     def build(self, config: Mapping[str, Any], *, seed: int | None = None) -> Pipeline:
         """An unfitted pipeline for ``config`` (checked against :attr:`space`).
@@ -98,6 +115,12 @@ def _svm_steps(config: Mapping[str, Any], seed: int | None) -> list:
 
 
 def _random_forest_steps(config: Mapping[str, Any], seed: int | None) -> list:
+    return [("model", ProbabilityForest(num_trees=int(config["num_trees"]), min_node_size=int(config["min_node_size"]),
+                                        sample_fraction=float(config["sample_fraction"]),
+                                        seed=0 if seed is None else seed))]
+
+
+def _sklearn_forest_steps(config: Mapping[str, Any], seed: int | None) -> list:
     return [("model", RandomForestClassifier(
         n_estimators=int(config["num_trees"]), max_features="sqrt",
         min_samples_split=int(config["min_node_size"]) + 1, min_samples_leaf=1,
@@ -110,26 +133,33 @@ LEARNERS: Mapping[str, Learner] = {
             Float("alpha", 0.0, 1.0),
             Float("lambda", 2.0 ** -10, 2.0 ** 10, log=True))), _elastic_net_steps,
             step_types=(VarianceThreshold, StandardScaler, ElasticNetLogistic), relative_cost=3.0,
-            warm_up=warm_up),
+            warm_up=warm_up, record=LinearCodec()),
         Learner("svm", SearchSpace((
             Float("C", 2.0 ** -15, 2.0 ** 15, log=True),
             Float("sigma", 2.0 ** -15, 2.0 ** 15, log=True))), _svm_steps,
-            step_types=(VarianceThreshold, StandardScaler, SVC), relative_cost=1.0),
+            step_types=(VarianceThreshold, StandardScaler, SVC), relative_cost=1.0, record=RBFKernelCodec()),
         Learner("random_forest", SearchSpace((
             Int("num_trees", 100, 5000),
             Int("min_node_size", 1, 50),
             Float("sample_fraction", 0.1, 1.0))), _random_forest_steps,
-            step_types=(VarianceThreshold, RandomForestClassifier), relative_cost=30.0),
+            step_types=(VarianceThreshold, ProbabilityForest), relative_cost=20.0, warm_up=forest_warm_up,
+            record=ForestCodec()),
     )
-}  # relative costs: experiments/bench_learners.py
+}  # relative costs: experiments/bench_learners.py; the forest's from bench_forest.py (mean CV 2.6 s vs SVM 0.12 s)
 
 
-def get_learner(name: str) -> Learner:
-    """The registered learner called ``name``."""
+def get_learner(name: str, task: str = "pn") -> Learner:
+    """The registered learner called ``name`` for ``task`` (``"pn"``: RFMS learners, ``"pu"``: PU learners)."""
+    if task == "pu":
+        from raytune_fed.models.pu import PU_LEARNERS as registry
+    elif task == "pn":
+        registry = LEARNERS
+    else:
+        raise ConfigError(f"unknown learner task {task!r}; known tasks: ['pn', 'pu']")
     try:
-        return LEARNERS[name]
+        return registry[name]
     except (KeyError, TypeError):
-        raise ConfigError(f"unknown learner {name!r}; known learners: {sorted(LEARNERS)}") from None
+        raise ConfigError(f"unknown learner {name!r}; known learners: {sorted(registry)}") from None
 
 
 # ---------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Ray Tune searchers: thin adapters around the ask/tell cores of :mod:`raytune_fed.algorithms`.
 
 :class:`CoreSearcher` is the adapter base a new searcher subclasses (it only builds its
-core); :class:`GPSearch` and :class:`ParEGOSearch` are built on it; :class:`TuneSpace`
+core); :class:`GPSearch`, :class:`ParEGOSearch` and :class:`NSGA2Search` are built on it; :class:`TuneSpace`
 converts Tune domains to and from a :class:`~raytune_fed.space.SearchSpace`.  Everything
 is loaded on first access, so ``import raytune_fed.search`` does not import Ray.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_LAZY = {"CoreSearcher": "_base", "GPSearch": "_searchers", "ParEGOSearch": "_searchers",
+_LAZY = {"CoreSearcher": "_base", "GPSearch": "_searchers", "NSGA2Search": "_nsga2", "ParEGOSearch": "_searchers",
          "TuneSpace": "_tune_space"}
 
 __all__ = sorted(_LAZY)

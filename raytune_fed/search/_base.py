@@ -10,6 +10,8 @@ A Ray Tune ``Searcher`` that drives a :class:`~raytune_fed.algorithms.SearchCore
   extras are buffered; live and buffered trials are passed as ``pending``;
 * a trial that errors, reports no value for a metric or a non-finite one is dropped with a
   WARNING and the core is told to ``discard`` it;
+* a core built with constraints is told them too: a subclass reads them from the result
+  dict in :meth:`CoreSearcher._constraint_row` (a missing one drops the trial likewise);
 * ``add_evaluated_point(s)`` tells the core about points evaluated elsewhere;
 * ``save``/``restore`` (Tune's searcher checkpoints) write and read JSON: the adapter's
   own versioned state with the core's ``get_state()`` inside, never a pickled object.
@@ -129,15 +131,21 @@ class CoreSearcher(Searcher):
         config = self._live.pop(trial_id, None)
         if config is None:
             return
-        row = None
+        row, G = None, None
         if error or result is None:
             logger.warning("trial %s errored or returned no result; %s ignores it", trial_id, type(self).__name__)
         else:
             row = self._row_from_result(trial_id, result)
+        if row is not None and self._core.n_constraints:
+            try:
+                G = [self._constraint_row(result)]
+            except ConfigError as exc:
+                logger.warning("trial %s: %s; %s ignores it", trial_id, exc, type(self).__name__)
+                row = None
         if row is None:
             self._core.discard([config])
         else:
-            self._core.tell([config], [row])
+            self._core.tell([config], [row], constraints=G)
 
     def add_evaluated_point(self, parameters: Mapping[str, Any], value: Any, error: bool = False,
                             pruned: bool = False, intermediate_values: Sequence[float] | None = None) -> None:
@@ -155,7 +163,13 @@ class CoreSearcher(Searcher):
         if len(parameters) != len(values):
             raise ConfigError(f"got {len(parameters)} points but {len(values)} values")
         configs = [self._tspace.from_tune(p) for p in parameters]
-        core.tell(configs, [self._row_from_value(v) for v in values])
+        rows, G = [self._row_from_value(v) for v in values], None
+        if core.n_constraints:
+            if not all(isinstance(v, Mapping) for v in values):
+                raise ConfigError(f"{type(self).__name__} has constraints: give each value as a dict of metrics, "
+                                  f"got {list(values)!r:.200}")
+            G = [self._constraint_row(v) for v in values]
+        core.tell(configs, rows, constraints=G)
 
     @property
     def core(self) -> SearchCore:
@@ -206,6 +220,14 @@ class CoreSearcher(Searcher):
                                value, type(self).__name__)
                 return None
         return row
+
+    def _constraint_row(self, result: Mapping[str, Any]) -> list[float]:
+        """Constraint values (``<= 0`` satisfied) read from a result dict, for a core with constraints.
+
+        A subclass whose core has ``n_constraints > 0`` overrides this; a missing or
+        non-finite value raises :class:`ConfigError` (the trial is then dropped).
+        """
+        raise ConfigError(f"{type(self).__name__} does not read constraint values from results")
 
     def _row_from_value(self, value: Any) -> list[float]:
         objs = self._objectives

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from raytune_fed.algorithms import GPMinimizer, ParEGO
+from raytune_fed.algorithms.nsga2 import NSGA2
 from raytune_fed.space import Categorical, Float, Int, SearchSpace
 from raytune_fed.testing._cores import CoreCase
 from raytune_fed.testing._searchers import SearcherCase
@@ -37,6 +38,14 @@ def make_gp_minimizer(seed) -> GPMinimizer:
 
 def make_parego(seed) -> ParEGO:
     return ParEGO(MIXED, 2, seed=seed, n_initial_points=4, points_to_evaluate=[_FIRST])
+
+
+def make_nsga2(seed) -> NSGA2:
+    return NSGA2(MIXED, 2, seed=seed, population_size=4, n_constraints=1, points_to_evaluate=[_FIRST])
+
+
+def depth_at_most_four(config: dict) -> list[float]:
+    return [config["depth"] - 4.0]
 
 
 def _tune_space() -> dict:
@@ -67,7 +76,20 @@ def make_parego_search(seed):
     return ParEGOSearch(_tune_space(), ["f1", "score"], ["min", "max"], seed=seed, n_initial_points=4)
 
 
+def tune_two_objectives_with_cost(config: dict) -> dict:
+    return {**tune_two_objectives(config), "cost": float(config["depth"])}
+
+
+def make_nsga2_search(seed):
+    from raytune_fed.search import NSGA2Search
+
+    return NSGA2Search(_tune_space(), ["f1", "score"], ["min", "max"], seed=seed, population_size=4,
+                       constraints={"cost": ("<=", 4.0)}, constraint_handling="penalty")
+
+
 CORE_CASES = (CoreCase("GPMinimizer", make_gp_minimizer, one_objective),
-              CoreCase("ParEGO", make_parego, two_objectives))
+              CoreCase("ParEGO", make_parego, two_objectives),
+              CoreCase("NSGA2", make_nsga2, two_objectives, constraints=depth_at_most_four, exact_batch=False))
 SEARCHER_CASES = (SearcherCase("GPSearch", make_gp_search, tune_one_objective),
-                  SearcherCase("ParEGOSearch", make_parego_search, tune_two_objectives))
+                  SearcherCase("ParEGOSearch", make_parego_search, tune_two_objectives),
+                  SearcherCase("NSGA2Search", make_nsga2_search, tune_two_objectives_with_cost))

@@ -1,14 +1,16 @@
 """Restrictive federated model selection (RFMS): methods, experiments, the grid, reports."""
 
 from raytune_fed.workflows.rfms._experiment import REFERENCE_POINT, Evaluator, Timing, run_experiment
-from raytune_fed.workflows.rfms._grid import (
-    SitePlan, build_grid, format_summary, plan_sites, run_grid, summarize, write_report, write_results)
+from raytune_fed.workflows.rfms._grid import TIMING_COLUMNS, RunCell, build_grid, run_grid
 from raytune_fed.workflows.rfms._methods import METHODS, Method, get_methods
+from raytune_fed.workflows.rfms._report import REQUIRED_COLUMNS, build_report, win_loss_figure, write_report
+from raytune_fed.workflows.rfms._sites import SiteHandles, SitePlan, plan_sites, run_with_sites, start_sites
 from raytune_fed.workflows.rfms._spec import ExperimentSpec, RFMSSettings
-
+from raytune_fed.workflows.rfms._summary import format_summary, summarize, write_results
 
 __all__ = [
-    "METHODS", "REFERENCE_POINT", "Evaluator", "ExperimentSpec", "Method", "RFMSSettings", "SitePlan",
-    "Timing", "build_grid", "format_summary", "get_methods", "plan_sites", "run_experiment",
-    "run_grid", "summarize", "write_report", "write_results",
+    "METHODS", "REFERENCE_POINT", "REQUIRED_COLUMNS", "TIMING_COLUMNS", "Evaluator", "ExperimentSpec", "Method",
+    "RFMSSettings", "RunCell", "SiteHandles", "SitePlan", "Timing", "build_grid", "build_report", "format_summary",
+    "get_methods", "plan_sites", "run_experiment", "run_grid", "run_with_sites", "start_sites", "summarize",
+    "win_loss_figure", "write_report", "write_results",
 ]

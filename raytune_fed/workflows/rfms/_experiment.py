@@ -17,10 +17,11 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from raytune_fed.metrics import hypervolume, pareto_mask
+from raytune_fed.random import seed_int
 from raytune_fed.workflows.rfms._methods import Method, get_methods
 from raytune_fed.workflows.rfms._spec import ExperimentSpec
 from raytune_fed.algorithms.thresholdout import Thresholdout
-from raytune_fed.federation import OpenBox, SiteClient, final_all, query_all
+from raytune_fed.federation.legacy import OpenBox, SiteClient, final_all, query_all
 
 REFERENCE_POINT = (1.0, 1.0, 1.0)
 
@@ -192,8 +193,7 @@ def run_experiment(spec: ExperimentSpec, openbox: OpenBox, curators: Sequence[Si
     t = Timing()
     t0 = time.perf_counter()
     ss_design, ss_cv, ss_fit, ss_methods = spec.search_seed().spawn(4)
-    cv_seed = int(ss_cv.generate_state(1)[0])
-    fit_seed = int(ss_fit.generate_state(1)[0])
+    cv_seed, fit_seed = seed_int(ss_cv), seed_int(ss_fit)
     ev = Evaluator(openbox, learner, curators, n_folds=s.n_folds, cv_seed=cv_seed, fit_seed=fit_seed, timing=t)
     design = learner.space.latin_hypercube(s.n_init, np.random.default_rng(ss_design))
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import html
+import json
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -65,7 +66,7 @@ def build_report(out_dir: str | Path, *, frame: pd.DataFrame | None = None,
                             .reindex(columns=methods)).loc[methods, methods] if len(methods) > 1 else None)
     figures = {"hypervolume": lambda: _plot_hypervolume(plt, frame, methods, learners, colours, title)}
     if wins is not None:
-        figures["winloss"] = lambda: _plot_winloss(plt, wins, n_experiments)
+        figures["winloss"] = lambda: win_loss_figure(wins, n_experiments)
     if all(c in frame.columns for c in _FRONT_COLUMNS):
         figures["front"] = lambda: _plot_front(plt, frame, methods, learners, colours)
     if embedding is not None:
@@ -100,6 +101,31 @@ def build_report(out_dir: str | Path, *, frame: pd.DataFrame | None = None,
     return out_dir / "index.md"
 
 
+def write_report(out_dir: str | Path, settings: Any = None) -> Path:
+    """(Re)build the plots and report page of a results directory; return the ``index.md`` path.
+
+    The sites picture needs the dataset: it is re-split from ``settings`` (an
+    :class:`~raytune_fed.workflows.rfms.RFMSSettings`), or from the settings the grid
+    stored with its rows.
+    """
+    from raytune_fed.workflows.rfms._sites import plan_sites
+    from raytune_fed.workflows.rfms._spec import RFMSSettings
+
+    out_dir = Path(out_dir)
+    frame = _check_frame(out_dir, None)
+    if settings is None and "settings" in frame.columns:
+        try:
+            settings = RFMSSettings.from_config(json.loads(frame["settings"].iloc[0]))
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"{out_dir / 'results.parquet'}: its 'settings' column does not hold RFMS settings "
+                              f"({type(exc).__name__}: {exc})") from None
+    sites = None
+    if settings is not None:
+        plan = plan_sites(settings)
+        sites = (plan.X, plan.site_of_row, plan.site_names)
+    return build_report(out_dir, frame=frame, sites=sites)
+
+
 def _check_frame(out_dir: Path, frame: pd.DataFrame | None) -> pd.DataFrame:
     if frame is None:
         path = out_dir / "results.parquet"
@@ -108,7 +134,9 @@ def _check_frame(out_dir: Path, frame: pd.DataFrame | None) -> pd.DataFrame:
         try:
             frame = pd.read_parquet(path)
         except Exception as exc:  # a truncated or foreign file: say which one
-            raise ConfigError(f"cannot read {path}: {type(exc).__name__}: {exc}") from exc
+            first = (str(exc).strip().splitlines() or [""])[0]
+            raise ConfigError(f"cannot read {path} (damaged or not a results file): {type(exc).__name__}: {first}; "
+                              f"rerun the grid with the same --out to write it again") from None
         where = str(path)
     else:
         where = f"the results frame given for {out_dir}"
@@ -167,8 +195,13 @@ def _plot_hypervolume(plt: Any, frame: pd.DataFrame, methods: list[str], learner
     return fig
 
 
-def _plot_winloss(plt: Any, wins: pd.DataFrame, n_experiments: int) -> Any:
-    """Heatmap with winners on the horizontal axis and losers on the vertical one (paper fig. 4)."""
+def win_loss_figure(wins: pd.DataFrame, n_experiments: int) -> Any:
+    """Heatmap of a win/loss matrix (winners as rows) with winners on the horizontal axis and
+    losers on the vertical one, as paper figure 4; the caller closes the figure."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     names = list(wins.index)
     grid = wins.to_numpy(float).T.copy()  # grid[loser, winner]
     np.fill_diagonal(grid, np.nan)

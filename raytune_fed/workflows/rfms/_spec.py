@@ -1,4 +1,4 @@
-"""Experiment specs: frozen, keyed, with derived seeds (a grid is a list of these)."""
+"""RFMS settings and cells: frozen, keyed, with derived seeds (a grid is a list of these)."""
 
 from __future__ import annotations
 
@@ -6,14 +6,16 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from raytune_fed._checks import check_int, check_share
+from raytune_fed._checks import check_choice, check_int, check_share
 from raytune_fed.errors import ConfigError
-from raytune_fed.store import config_key
-
+from raytune_fed.grid import Cell, Demand
+from raytune_fed.random import derive
+from raytune_fed.simulation import SPLIT_METHODS
+from raytune_fed.workflows.rfms._methods import get_methods
 
 @dataclass(frozen=True)
 class RFMSSettings:
-    """What every experiment of a grid shares."""
+    """What every experiment of a grid shares (checked when built, before anything runs)."""
 
     dataset: str
     target: str | None = None
@@ -29,17 +31,30 @@ class RFMSSettings:
     methods: tuple[str, ...] = ("lso", "fso2", "fso5", "fso8", "fso_th", "fmo", "rand_mo")
 
     def __post_init__(self) -> None:
+        if not isinstance(self.dataset, str) or not self.dataset:
+            raise ConfigError(f"dataset must be a non-empty name or path, got {self.dataset!r}")
+        check_choice("split", self.split, SPLIT_METHODS)
         check_int("n_init", self.n_init, 1)
         check_int("n_iter", self.n_iter, 0)
         check_int("n_folds", self.n_folds, 2)
-        if not 0.0 < self.inbag_fraction < 1.0:
+        check_int("seed", self.seed, 0)
+        if self.thresholdout_budget is not None:
+            check_int("thresholdout_budget", self.thresholdout_budget, 0)
+        check_share("inbag_fraction", self.inbag_fraction, 0.0, 1.0, low_open=True)
+        if self.inbag_fraction >= 1.0:
             raise ConfigError(f"inbag_fraction must be in (0, 1), got {self.inbag_fraction!r}")
         check_share("pca_variance", self.pca_variance, 0.0, 1.0, low_open=True)
+        get_methods(self.methods)
+
+    @classmethod
+    def from_config(cls, config: dict) -> "RFMSSettings":
+        """Settings back from their stored form (``asdict``, lists for tuples)."""
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in config.items()})
 
 
 @dataclass(frozen=True)
-class ExperimentSpec:
-    """One experiment unit: a role assignment, a replication and a learner, all methods."""
+class ExperimentSpec(Cell):
+    """One RFMS cell: a role assignment, a replication and a learner, every method."""
 
     settings: RFMSSettings
     openbox: int
@@ -54,18 +69,36 @@ class ExperimentSpec:
                 "curators": list(self.curators), "replication": self.replication, "learner": self.learner}
 
     @property
-    def key(self) -> str:
-        return config_key(self.config())
+    def coordinates(self) -> tuple[int | str, ...]:
+        return (self.openbox, self.lockbox, self.replication, self.learner)
 
     @property
-    def session(self) -> str:
-        return f"rfms-{self.key}"
+    def root_seed(self) -> int:
+        return self.settings.seed
+
+    @property
+    def cost(self) -> float:
+        from raytune_fed.models import get_learner
+
+        return get_learner(self.learner).relative_cost
+
+    @property
+    def label(self) -> str:
+        return (f"{self.learner} openbox={self.site_name(self.openbox)} lockbox={self.site_name(self.lockbox)} "
+                f"rep={self.replication}")
+
+    @property
+    def demand(self) -> Demand:
+        """One CPU, on the openbox site's node when the cluster has one (its data stays there)."""
+        return Demand(site=self.site_name(self.openbox))
+
+    def site_name(self, i: int) -> str:
+        return self.site_names[i] if self.site_names else f"site{i}"
 
     def split_seed(self) -> np.random.SeedSequence:
         """Seeds of the in-bag splits: shared by all learners of the same role assignment and replication."""
-        return np.random.SeedSequence([self.settings.seed, 1, self.openbox, self.lockbox, self.replication])
+        return derive(self.settings.seed, "split", self.openbox, self.lockbox, self.replication)
 
     def search_seed(self) -> np.random.SeedSequence:
-        learner_code = sum(ord(ch) * 31 ** i for i, ch in enumerate(self.learner)) % (2 ** 31)
-        return np.random.SeedSequence([self.settings.seed, 2, self.openbox, self.lockbox, self.replication,
-                                       learner_code])
+        """The stream of the experiment's design, cross-validation folds, fits and methods."""
+        return self.seed("search")

@@ -1,4 +1,6 @@
-"""Restricted roles a data site can play for one experiment: curator and lockbox.
+"""Legacy (before restricted sites): roles that admit pickled pipelines; used by the RFMS grid until it moves.
+
+Restricted roles a data site can play for one experiment: curator and lockbox.
 
 Both hold their rows privately and answer only through records (``_records``):
 
@@ -23,6 +25,7 @@ import numpy as np
 
 from raytune_fed.metrics.scorers import misclassification
 from raytune_fed.errors import BudgetExhaustedError, ConfigError, QueryRefusedError, SealedError
+from raytune_fed.federation._data import site_data as _check_xy
 from raytune_fed.federation._records import (
     MAX_MODELS_PER_FINAL, FinalLosses, Ledger, LedgerEntry, Loss, SiteStatus, check_outgoing)
 
@@ -38,14 +41,6 @@ def _default_admit(model: Any, *, n_features: int) -> None:
 def fingerprint(model: Any) -> str:
     """A short content hash of a model (what the ledger records instead of the model)."""
     return hashlib.sha256(pickle.dumps(model, protocol=5)).hexdigest()[:16]
-
-
-def _check_xy(name: str, X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
-    X = np.asarray(X, dtype=float)
-    y = np.asarray(y)
-    if X.ndim != 2 or y.ndim != 1 or X.shape[0] != y.shape[0] or X.shape[0] == 0:
-        raise ConfigError(f"site {name!r}: need X of shape (n, p) and y of shape (n,), got {X.shape} and {y.shape}")
-    return X, y
 
 
 class _Role:
@@ -121,8 +116,8 @@ class Curator(_Role):
 
     def status(self) -> SiteStatus:
         left = None if self._budget is None else self._budget - self._n_queries
-        return check_outgoing(SiteStatus(self.name, self.role, int(len(self._y_in)), self._n_queries, left,
-                                         self._sealed))
+        return check_outgoing(SiteStatus(self.name, self.role, "", int(len(self._y_in)), self._n_queries,
+                                         2 ** 31 - 1 if left is None else left, self._sealed))
 
 
 class Lockbox(_Role):
@@ -140,4 +135,4 @@ class Lockbox(_Role):
         return self._final(models, self._X, self._y)
 
     def status(self) -> SiteStatus:
-        return check_outgoing(SiteStatus(self.name, self.role, int(len(self._y)), 0, 0, self._sealed))
+        return check_outgoing(SiteStatus(self.name, self.role, "", int(len(self._y)), 0, 0, self._sealed))

@@ -13,7 +13,8 @@ from typing import Any, Sequence
 
 from raytune_fed.errors import ConfigError, QueryRefusedError
 from raytune_fed.federation._records import FinalLosses, Ledger, Loss, SiteStatus
-from raytune_fed.federation._roles import Admit, Curator, Lockbox, _check_xy
+from raytune_fed.federation._data import site_data as _check_xy
+from raytune_fed.federation.legacy._roles import Admit, Curator, Lockbox
 
 ROLES = ("curator", "lockbox")
 

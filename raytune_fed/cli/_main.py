@@ -1,0 +1,88 @@
+"""Parser assembly, signals and exit codes of ``raytune-fed`` (see the package notes)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from typing import Any, Sequence
+
+from raytune_fed.cli import datasets, report, rfms, site
+from raytune_fed.errors import RaytuneFedError
+
+COMMANDS = (datasets, rfms, report, site)
+"""Subcommand modules, in the order ``--help`` lists them; each has ``register(subparsers)``."""
+
+
+_TERMINATED = threading.Event()
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    """Stop on SIGTERM the way Ctrl-C stops (Ray turns any exception raised while it waits into
+    ``KeyboardInterrupt``, so the signal is remembered here rather than in the exception type)."""
+    _TERMINATED.set()
+    raise KeyboardInterrupt
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from raytune_fed import __version__
+
+    parser = argparse.ArgumentParser(prog="raytune-fed", description="Ray-based model selection when data cannot "
+                                                                     "be pooled.")
+    parser.add_argument("--version", action="version", version=f"raytune-fed {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in COMMANDS:
+        module.register(sub)
+    return parser
+
+
+def _say(message: str) -> None:
+    print(f"raytune-fed: {message}", file=sys.stderr, flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from raytune_fed.grid import GridIncompleteError
+
+    args = build_parser().parse_args(argv)
+    in_main = threading.current_thread() is threading.main_thread()
+    _TERMINATED.clear()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main else None
+    kept = f"the finished cells are kept in {args.out}" if getattr(args, "out", None) else "nothing was written"
+    try:
+        args.run(args)
+    except GridIncompleteError as exc:
+        _say(f"error: {exc}")
+        return 1
+    except RaytuneFedError as exc:
+        _say(f"error: {exc}")
+        return 2
+    except KeyboardInterrupt:
+        if _TERMINATED.is_set():
+            _say(f"terminated (SIGTERM); {kept}; run the same command again to resume")
+            return 143
+        _say(f"interrupted; {kept}; run the same command again to resume")
+        return 130
+    finally:
+        if in_main:
+            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+    return 0
+
+
+def run() -> None:
+    """Console-script entry point: ``main()``, then leave with its exit code.
+
+    After an interrupt the process ends at once (``os._exit``) once its message is out:
+    Ray's own teardown at interpreter exit can abort while cancelled tasks still answer,
+    which would turn a clean 130/143 into a crash.  The cluster notices the driver's exit
+    and drops its tasks; the store holds only finished cells.
+    """
+    import os
+
+    code = main()
+    if code in (130, 143):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+

@@ -1,0 +1,47 @@
+"""Options shared by the subcommands that run grids."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+GRID_EPILOG = """\
+Resuming: the grid stores every finished cell under OUT/units/ as it arrives; running the
+same command again skips them. Ctrl-C or SIGTERM stops the run (exit 130 / 143) and keeps
+every finished cell. A cell that raises, or whose worker dies more often than --max-retries
+allows, is recorded in OUT/failures/ and retried by the next run; results.parquet and
+summary.json are written only when every cell is done (otherwise exit 1). A unit file
+that fails its checks (unreadable, another cell's record, rows edited or missing) is
+reported by name and its cell is not run; --recompute-damaged moves such files to
+OUT/quarantine/ and computes their cells again. A cell that no node of the cluster can
+host is reported after --placement-timeout seconds."""
+
+
+def csv(text: str) -> tuple[str, ...]:
+    items = tuple(t.strip() for t in text.split(",") if t.strip())
+    if not items:
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list, got {text!r}")
+    return items
+
+
+def add_grid_options(p: argparse.ArgumentParser, default_out: str) -> None:
+    p.add_argument("--out", default=default_out, help="output directory (default: %(default)s)")
+    p.add_argument("--recompute-damaged", action="store_true",
+                   help="move damaged unit files to OUT/quarantine/ and compute their cells again")
+    p.add_argument("--address", default=None,
+                   help="Ray cluster address ('auto' inside a cluster, host:port, ray://host:port); "
+                        "default: a local session or $RAY_ADDRESS")
+    p.add_argument("--num-cpus", type=int, default=None, help="CPUs of a local session (default: all)")
+    p.add_argument("--placement-timeout", type=float, default=600.0,
+                   help="seconds a cell may wait for a node that can host it (default: %(default)s)")
+    p.add_argument("--max-retries", type=int, default=2,
+                   help="times a cell is retried when its worker process dies (default: %(default)s)")
+
+
+def grid_options(args: argparse.Namespace) -> dict[str, Any]:
+    """Keyword arguments of a workflow's ``run_grid`` from the shared options."""
+    from raytune_fed.grid import make_progress
+
+    return {"out": args.out, "address": args.address, "num_cpus": args.num_cpus,
+            "recompute_damaged": args.recompute_damaged, "placement_timeout": args.placement_timeout,
+            "max_retries": args.max_retries, "progress": make_progress()}

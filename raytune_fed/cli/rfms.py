@@ -1,0 +1,73 @@
+"""``raytune-fed rfms`` (an RFMS grid) and ``raytune-fed demo`` (a reduced one)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from raytune_fed.cli._options import GRID_EPILOG, add_grid_options, csv, grid_options
+from raytune_fed.simulation import SPLIT_METHODS
+
+DEMO = {"dataset": "geo5_sim", "split": "natural", "learners": ("elastic_net",), "n_pairs": 2, "n_reps": 1,
+        "n_init": 20, "n_iter": 40}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    demo = sub.add_parser("demo", help="a reduced RFMS grid on the embedded multi-site dataset",
+                          description="Run a reduced RFMS grid (2 openbox/lockbox pairs, 1 replication, elastic "
+                                      "net, all methods) on the embedded geo5_sim sites, then write the report.",
+                          epilog=GRID_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_grid_options(demo, "results/demo")
+    demo.set_defaults(run=run_demo)
+
+    r = sub.add_parser("rfms", help="run (or resume) an RFMS experiment grid",
+                       description="Restrictive federated model selection: every (openbox, lockbox) pair x "
+                                   "replications x learners, all methods, scored by dominated hypervolume.",
+                       epilog=GRID_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    r.add_argument("--dataset", default="geo5_sim", help="dataset name, openml:<name|id>, or a CSV/Parquet path")
+    r.add_argument("--target", default=None, help="target column (for CSV/Parquet files)")
+    r.add_argument("--site-column", default=None, help="site column (for CSV/Parquet files)")
+    r.add_argument("--split", default="natural", choices=SPLIT_METHODS,
+                   help="how sites are formed (default: %(default)s)")
+    r.add_argument("--pca-variance", type=float, default=0.1, help="share of variance PCA keeps for DRC")
+    r.add_argument("--learners", type=csv, default=("elastic_net",), help="comma-separated learner names")
+    r.add_argument("--methods", type=csv, default=None, help="comma-separated method names (default: all)")
+    r.add_argument("--reps", type=int, default=10, help="replications (default: %(default)s)")
+    r.add_argument("--pairs", type=int, default=None, help="use only this many of the openbox/lockbox pairs")
+    r.add_argument("--n-init", type=int, default=20, help="initial design size (default: %(default)s)")
+    r.add_argument("--n-iter", type=int, default=40, help="proposals after the design (default: %(default)s)")
+    r.add_argument("--n-folds", type=int, default=10, help="openbox cross-validation folds")
+    r.add_argument("--thresholdout-budget", type=int, default=None, help="enforce a Thresholdout budget")
+    r.add_argument("--seed", type=int, default=0, help="root seed (default: %(default)s)")
+    r.add_argument("--no-report", action="store_true", help="skip the plots and report page")
+    add_grid_options(r, "results/rfms")
+    r.set_defaults(run=run_rfms)
+
+
+def run_demo(args: argparse.Namespace) -> None:
+    from raytune_fed.workflows.rfms import RFMSSettings
+
+    settings = RFMSSettings(dataset=DEMO["dataset"], split=DEMO["split"], n_init=DEMO["n_init"],
+                            n_iter=DEMO["n_iter"])
+    _run(args, settings, DEMO["learners"], DEMO["n_reps"], DEMO["n_pairs"], report=True)
+
+
+def run_rfms(args: argparse.Namespace) -> None:
+    from raytune_fed.workflows.rfms import RFMSSettings
+
+    chosen = {"methods": tuple(args.methods)} if args.methods is not None else {}
+    settings = RFMSSettings(dataset=args.dataset, target=args.target, site_column=args.site_column,
+                            split=args.split, pca_variance=args.pca_variance, n_init=args.n_init,
+                            n_iter=args.n_iter, n_folds=args.n_folds, seed=args.seed,
+                            thresholdout_budget=args.thresholdout_budget, **chosen)
+    _run(args, settings, args.learners, args.reps, args.pairs, report=not args.no_report)
+
+
+def _run(args: argparse.Namespace, settings, learners, n_reps, n_pairs, *, report: bool) -> None:
+    from raytune_fed.workflows.rfms import format_summary, run_grid, summarize, write_report
+
+    frame = run_grid(settings, learners=learners, n_reps=n_reps, n_pairs=n_pairs, **grid_options(args))
+    print(format_summary(summarize(frame)))
+    if report:
+        print(f"report: {write_report(args.out, settings)}")
+    print(f"results: {Path(args.out) / 'results.parquet'}, {Path(args.out) / 'summary.json'}")

@@ -1,0 +1,74 @@
+"""``raytune-fed site serve``: start a site as an authenticated network service.
+
+The owner runs this on the site's machine with its policy, its data and two secrets: the
+analysts' bearer token (``--token-file``) and, optionally, its own credential for closing
+sessions (``--owner-token-file``).  The data is a ``.csv``/``.csv.gz``/``.parquet`` table
+with ``--target`` naming the label column, or an ``.npz`` with arrays ``X`` and ``y``
+(read with ``allow_pickle=False``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    site = subparsers.add_parser("site", help="run a restricted data site",
+                                 description="Run a restricted data site for RFMS under its owner's policy.")
+    sub = site.add_subparsers(dest="site_command", required=True, metavar="SITE_COMMAND")
+    s = sub.add_parser("serve", help="serve a site over HTTP(S) with a bearer token",
+                       description="Serve a site as an authenticated network service (POST /call).")
+    s.add_argument("--policy", required=True, help="the site's policy file (.toml or .json)")
+    s.add_argument("--data", required=True, help="the site's rows: .csv/.csv.gz/.parquet (with --target) or .npz")
+    s.add_argument("--target", default=None, help="label column of a table file")
+    s.add_argument("--token-file", required=True, help="file holding the analysts' bearer token")
+    s.add_argument("--owner-token-file", default=None, help="file holding the owner's credential")
+    s.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
+    s.add_argument("--port", type=int, default=8443, help="port (0 picks a free one; default: %(default)s)")
+    s.add_argument("--cert", default=None, help="TLS certificate (PEM); with --key the service speaks TLS only")
+    s.add_argument("--key", default=None, help="TLS private key (PEM)")
+    s.add_argument("--url-file", default=None, help="write the service's URL to this file once it listens")
+    return s
+
+
+def _load_data(path: str, target: str | None) -> tuple[Any, Any]:
+    import numpy as np
+
+    from raytune_fed.errors import DatasetError
+
+    if path.lower().endswith(".npz"):
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                return data["X"], data["y"]
+        except (OSError, KeyError, ValueError) as exc:
+            raise DatasetError(f"cannot read arrays X and y from {os.fspath(path)!r}: {exc}") from None
+    from raytune_fed.data._files import load_file
+
+    ds = load_file(path, target=target)
+    return ds.X, ds.y
+
+
+def run(args: argparse.Namespace) -> None:
+    from raytune_fed.federation._policy import load_policy
+    from raytune_fed.federation._service import serve
+    from raytune_fed.federation._site import Site
+    from raytune_fed.federation._transports import read_token
+
+    policy = load_policy(args.policy)
+    token = read_token(args.token_file, "token")
+    owner = read_token(args.owner_token_file, "owner token") if args.owner_token_file else None
+    X, y = _load_data(args.data, args.target)
+    site = Site(X, y, policy, owner_secret=owner)
+    server = serve(site, token=token, host=args.host, port=args.port, certfile=args.cert, keyfile=args.key)
+    print(f"site {policy.name!r} serving on {server.url} ({len(y)} rows, {site.n_features} features)", flush=True)
+    if args.url_file:
+        Path(args.url_file).write_text(server.url + "\n")
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
+        sys.stdout.flush()

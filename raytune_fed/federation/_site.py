@@ -1,0 +1,259 @@
+"""An RFMS data site: a curator or a lockbox per scheduled unit, under its owner's policy.
+
+The site holds its rows (read-only), its :class:`~raytune_fed.federation.Policy` and its
+ledger.  Its protocol (every method a :func:`restricted` one, reached through
+:meth:`Party.call`):
+
+* ``declare_schedule(units)`` - the grid's units, accepted once (the same again is fine);
+* ``open_session(unit, role)`` - a session for a scheduled unit in the role the site plays
+  in it; the site issues the token;
+* ``query(session, model, mechanism, train_loss)`` - curator only: the misclassification
+  of a :class:`~raytune_fed.models.ModelRecord` on the unit's in-bag rows (its split comes
+  from the site's seed and the unit), exactly or through Thresholdout run by the site
+  (``train_loss`` is the analyst's resubstitution error, the mechanism's train value);
+  charged against the site's budget whether answered or refused;
+* ``final_evaluation(session, models)`` - once per unit and role (``finals_per_unit``):
+  the losses on the out-of-bag rows (curator) or on all rows (lockbox); the answer is used
+  up as soon as the request arrives, even if it is then refused;
+* ``status(session)``, ``ledger(session)`` - the session's own counts and history;
+* ``close_session(session, owner)`` - the owner only.
+
+Every model passes the learner's record validation and the differencing guard before
+its loss is computed; predictions are the site's own, positions into its own label set.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from raytune_fed.errors import ConfigError
+from raytune_fed.federation._data import site_data
+from raytune_fed.federation._fields import Model, Models, Real, Refusal, Text, Units, record_fingerprint
+from raytune_fed.federation._guard import DifferencingGuard, packed_hex
+from raytune_fed.federation._party import Party, Session, restricted
+from raytune_fed.federation._policy import MECHANISMS, ROLES, Policy
+from raytune_fed.federation._records import (
+    MAX_LEDGER_ENTRIES, FinalLosses, Ledger, LedgerEntry, Loss, ScheduleReceipt, SessionTicket, SiteStatus)
+from raytune_fed.federation._schedule import Schedule, Unit
+from raytune_fed.models import RecordError, rebuild_model
+
+
+class Site(Party):
+    """One RFMS data site under its owner's ``policy`` (see the module docstring)."""
+
+    def __init__(self, X: Any, y: Any, policy: Policy, *, owner_secret: str | None = None) -> None:
+        from raytune_fed.algorithms.thresholdout import Thresholdout
+        from raytune_fed.random import derive
+
+        if type(policy) is not Policy:
+            raise ConfigError(f"a site needs a Policy, got {type(policy).__name__}")
+        X, y = site_data(policy.name, X, y)
+        labels = np.unique(y)
+        if labels.size != 2:
+            raise ConfigError(f"site {policy.name!r}: RFMS sites need rows of exactly 2 classes, got {labels.size}")
+        super().__init__(policy.name, ledger=policy.ledger, owner_secret=owner_secret,
+                         max_request_bytes=policy.limits.max_request_bytes)
+        self.policy = policy
+        self._X = X
+        self._y = (y == labels[1]).astype(np.int8)  # positions into the site's own sorted labels
+        self._y.flags.writeable = False
+        self._schedule: Schedule | None = None
+        self._units: dict[str, Unit] = {}
+        self._splits: dict[str, np.ndarray] = {}
+        self._budget_used = 0
+        self._finals: Counter[tuple[str, str]] = Counter()
+        self._guard = DifferencingGuard(len(y), policy.guard.k)
+        t = policy.thresholdout
+        self._thresholdout = Thresholdout(threshold=t.threshold, sigma=t.sigma, gamma=t.gamma, budget=t.budget,
+                                          seed=derive(policy.seed, "thresholdout"))
+        self._restore()
+
+    @property
+    def n_features(self) -> int:
+        return int(self._X.shape[1])
+
+    # -- rows a unit scores -------------------------------------------------------------
+
+    def _rows(self, session: Session, final: bool) -> np.ndarray:
+        """Boolean mask of the rows a request of ``session`` is scored on."""
+        if session.role == "lockbox":
+            return np.ones(len(self._y), dtype=bool)
+        if session.unit not in self._splits:
+            from raytune_fed.random import derive
+            from raytune_fed.simulation import inbag_outbag
+
+            inbag, _ = inbag_outbag(self._y, inbag_fraction=self.policy.curator.inbag_fraction,
+                                    seed=derive(self.policy.seed, "inbag", session.unit))
+            mask = np.zeros(len(self._y), dtype=bool)
+            mask[inbag] = True
+            mask.flags.writeable = False
+            self._splits[session.unit] = mask
+        inbag = self._splits[session.unit]
+        return ~inbag if final else inbag
+
+    def _finals_allowed(self, session: Session) -> bool:
+        if session.role == "curator":
+            return self._finals[session.unit, "curator"] < self.policy.curator.finals_per_unit
+        per_unit = self._finals[session.unit, "lockbox"] < self.policy.lockbox.finals_per_unit
+        life = self.policy.lockbox.max_answers
+        used = sum(n for (_, role), n in self._finals.items() if role == "lockbox")
+        return per_unit and (life is None or used < life)
+
+    # -- budget and one-shot answers (before any field is parsed) ------------------------
+
+    def _charge(self, spec: Any, session: Session | None) -> bool:
+        if spec.name == "query":
+            if session.role != "curator":
+                raise Refusal("role")
+            if session.sealed:
+                raise Refusal("sealed")
+            if self._budget_used >= self.policy.curator.query_budget:
+                raise Refusal("budget")
+            self._budget_used += 1
+            session.n_queries += 1
+            return True
+        if spec.name == "final_evaluation":
+            if session.sealed or not self._finals_allowed(session):
+                raise Refusal("sealed")
+            self._finals[session.unit, session.role] += 1
+            session.sealed = True
+            return True
+        return False
+
+    # -- the protocol -------------------------------------------------------------------
+
+    @restricted(request={"units": Units()}, answers=ScheduleReceipt, session=False)
+    def declare_schedule(self, _: None, units: Schedule) -> tuple[ScheduleReceipt, dict[str, Any] | None]:
+        if self._schedule is not None:
+            if units.digest != self._schedule.digest:
+                raise Refusal("schedule")
+            return ScheduleReceipt(self.name, len(self._units), units.digest), None
+        if len(units.units) > self.policy.max_units:
+            raise Refusal("schedule")
+        self._accept(units)
+        return (ScheduleReceipt(self.name, len(self._units), units.digest),
+                {"units": units.as_list(), "digest": units.digest})
+
+    def _accept(self, schedule: Schedule) -> None:
+        self._schedule = schedule
+        self._units = schedule.for_site(self.name)
+
+    @restricted(request={"unit": Text(max_len=2000), "role": Text(choices=ROLES)}, answers=SessionTicket,
+                session=False)
+    def open_session(self, _: None, unit: str, role: str) -> tuple[SessionTicket, None]:
+        if self._schedule is None or unit not in self._units or self._units[unit].role_of(self.name) != role:
+            raise Refusal("schedule")
+        if role not in self.policy.roles:
+            raise Refusal("role")
+        token, session = self._issue(role, unit)
+        return SessionTicket(token, self.name, role, unit, int(self._rows(session, final=False).sum())), None
+
+    def _score(self, record: Any, rows: np.ndarray) -> np.ndarray:
+        """The site's own 0/1 predictions of a validated record on ``rows`` (all other rows 0)."""
+        try:
+            model = rebuild_model(record, self.n_features, n_rows=int(rows.sum()))
+        except RecordError:
+            raise Refusal("record", fingerprint=record_fingerprint(record)) from None
+        try:
+            pred = model.predict(self._X[rows], seconds=self.policy.limits.seconds_per_query)
+        except TimeoutError:
+            raise Refusal("timeout", fingerprint=record_fingerprint(record)) from None
+        if pred.shape != (int(rows.sum()),) or pred.dtype != np.int8 or np.any((pred != 0) & (pred != 1)):
+            raise Refusal("internal", fingerprint=record_fingerprint(record))
+        full = np.zeros(len(self._y), dtype=np.int8)
+        full[rows] = pred
+        return full
+
+    @restricted(request={"model": Model(), "mechanism": Text(choices=MECHANISMS),
+                         "train_loss": Real(0.0, 1.0, optional=True)}, answers=Loss)
+    def query(self, session: Session, model: Any, mechanism: str, train_loss: float | None
+              ) -> tuple[Loss, dict[str, Any]]:
+        start = time.perf_counter()
+        if mechanism not in self.policy.curator.mechanisms:
+            raise Refusal("mechanism")
+        if (mechanism == "thresholdout") != (train_loss is not None):
+            raise Refusal("malformed")
+        rows = self._rows(session, final=False)
+        fingerprint = record_fingerprint(model)
+        pred = self._score(model, rows)
+        if not self._guard.allows(pred, rows):
+            raise Refusal("guard", fingerprint=fingerprint)
+        loss = float(np.mean(pred[rows] != self._y[rows]))
+        ledger: dict[str, Any] = {"fingerprint": fingerprint, "mechanism": mechanism,
+                                  "pred": packed_hex(pred), "rows": packed_hex(rows)}
+        answer = loss
+        if mechanism == "thresholdout":
+            answer = min(max(self._thresholdout.answer(train_loss, loss), 0.0), 1.0)
+            ledger["th"] = [train_loss, loss]
+        self._guard.add(pred, rows)
+        ledger["answer"] = answer
+        return Loss(answer, int(rows.sum()), time.perf_counter() - start), ledger
+
+    @restricted(request={"models": Models(max_len=256)}, answers=FinalLosses)
+    def final_evaluation(self, session: Session, models: tuple[Any, ...]) -> tuple[FinalLosses, dict[str, Any]]:
+        if len(models) > self.policy.final.max_models:
+            raise Refusal("malformed")
+        rows = self._rows(session, final=True)
+        preds = [self._score(m, rows) for m in models]  # every record is validated before any loss
+        values: list[float | None] = []
+        kept: list[str | None] = []
+        for pred in preds:
+            if self._guard.allows(pred, rows):
+                self._guard.add(pred, rows)
+                values.append(float(np.mean(pred[rows] != self._y[rows])))
+                kept.append(packed_hex(pred))
+            else:
+                values.append(None)
+                kept.append(None)
+        return FinalLosses(tuple(values), int(rows.sum())), {
+            "fingerprints": [record_fingerprint(m) for m in models], "answers": values, "preds": kept,
+            "rows": packed_hex(rows), "unit": session.unit, "role": session.role}
+
+    @restricted(answers=SiteStatus)
+    def status(self, session: Session) -> tuple[SiteStatus, None]:
+        rows = self._rows(session, final=False)
+        left = max(self.policy.curator.query_budget - self._budget_used, 0)
+        return SiteStatus(self.name, session.role, session.unit, int(rows.sum()), session.n_queries, left,
+                          session.sealed), None
+
+    @restricted(answers=Ledger)
+    def ledger(self, session: Session) -> tuple[Ledger, None]:
+        out: list[LedgerEntry] = []
+        for e in self._ledger.entries:
+            if e.get("session") != session.key:
+                continue
+            if e["event"] == "query":
+                out.append(LedgerEntry(e["time"], e["fingerprint"], "query", e["answer"]))
+            elif e["event"] == "final_evaluation":
+                out.extend(LedgerEntry(e["time"], f, "final", a) for f, a in zip(e["fingerprints"], e["answers"]))
+            elif e["event"] == "refused" and e.get("charged"):
+                out.append(LedgerEntry(e["time"], e.get("fingerprint", ""), "refused", None))
+        return Ledger(tuple(out[-MAX_LEDGER_ENTRIES:])), None
+
+    # -- restart ------------------------------------------------------------------------
+
+    def _replay(self, entry: Any) -> None:
+        event = entry.get("event")
+        session = self._sessions.get(entry.get("session"))
+        if event == "declare_schedule":
+            self._accept(Schedule.from_list(entry["units"], max_units=len(entry["units"])))
+        method = entry.get("method") if event == "refused" else event
+        if entry.get("charged") and session is not None:
+            if method == "query":
+                self._budget_used += 1
+                session.n_queries += 1
+            elif method == "final_evaluation":
+                self._finals[session.unit, session.role] += 1
+                session.sealed = True
+        if event == "query":
+            self._guard.add_packed(entry["pred"], entry["rows"])
+            if "th" in entry:
+                self._thresholdout.answer(*entry["th"])
+        elif event == "final_evaluation":
+            for pred in entry["preds"]:
+                if pred is not None:
+                    self._guard.add_packed(pred, entry["rows"])

@@ -1,0 +1,146 @@
+"""``run_cells``: run (or resume) a grid of cells into a results store.
+
+1. Every cell's key is looked up in the store: stored cells are skipped; a damaged unit
+   file is reported by name and its cell is not run unless ``recompute_damaged`` (then the
+   file goes to the store's quarantine first).
+2. The remaining cells run longest first (by ``cell.cost``; ties keep the given order) on
+   the executor; each result is stored as it arrives, each failure is kept in the store's
+   ``failures/`` with its error, and the other cells go on.
+3. Only when every cell is stored does ``run_cells`` return their records; otherwise it
+   raises :class:`GridIncompleteError` naming what is missing and what to do, after
+   running everything it could.  An interrupt (Ctrl-C, or SIGTERM turned into one) stops
+   the executor and leaves the store as it is: the same call resumes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import pandas as pd
+
+from raytune_fed.errors import ConfigError, RaytuneFedError, StoreError
+from raytune_fed.grid._cell import Cell, CellError, Outcome, check_grid_size
+from raytune_fed.grid._executors import Executor, InProcessExecutor
+from raytune_fed.grid._progress import Progress, Silent
+from raytune_fed.store import Record, ResultStore, damaged_message
+
+
+class GridIncompleteError(RaytuneFedError, RuntimeError):
+    """Some cells of a grid did not finish (failed, unplaced, or damaged in the store).
+
+    ``problems`` lists ``(cell label, what happened)``; the finished cells are stored.
+    """
+
+    def __init__(self, message: str, problems: Sequence[tuple[str, str]]) -> None:
+        super().__init__(message)
+        self.problems = tuple(problems)
+
+
+@dataclass(frozen=True)
+class GridResult:
+    """The records of every cell of a finished grid, in the cells' order."""
+
+    records: tuple[Record, ...]
+    n_run: int
+    n_resumed: int
+    seconds: float
+
+    def frame(self) -> pd.DataFrame:
+        """One row per stored row: the row's values, then its timings, then ``cell_key``."""
+        rows = [{**row, **timing, "cell_key": rec.key}
+                for rec in self.records for row, timing in zip(rec.rows, rec.timing)]
+        return pd.DataFrame(rows)
+
+
+def run_cells(cells: Sequence[Cell], run_cell: Callable[[Cell], Any], store: ResultStore,
+              executor: Executor | None = None, *, recompute_damaged: bool = False, progress: Progress | None = None,
+              name: str = "grid") -> GridResult:
+    """Run every cell not yet in ``store`` with ``run_cell`` on ``executor`` (see the module notes).
+
+    ``run_cell(cell)`` returns a :class:`~raytune_fed.grid.CellResult` or a list of row
+    dicts; it must be a picklable top-level callable for the Ray executor.  ``executor``
+    defaults to :class:`~raytune_fed.grid.InProcessExecutor`.
+    """
+    cells = list(cells)
+    check_grid_size(len(cells))
+    by_key: dict[str, Cell] = {}
+    for cell in cells:
+        if cell.key in by_key:
+            raise ConfigError(f"cells {by_key[cell.key].label!r} and {cell.label!r} have the same configuration "
+                              f"(key {cell.key}); a grid lists each cell once")
+        by_key[cell.key] = cell
+    executor = executor or InProcessExecutor()
+    progress = progress or Silent()
+    started = time.perf_counter()
+
+    states = {cell.key: store.inspect(cell.key) for cell in cells}
+    damaged = [(cell, states[cell.key]) for cell in cells if states[cell.key].state == "damaged"]
+    problems: list[tuple[str, str]] = []
+    for cell, state in damaged:
+        if recompute_damaged:
+            moved = store.quarantine(cell.key)
+            progress.note(f"unit file {state.path} is damaged ({state.reason}); moved to {moved}, recomputing "
+                          f"{cell.label}")
+        else:
+            progress.note(damaged_message(state.path, state.reason))
+            problems.append((cell.label, damaged_message(state.path, state.reason)))
+    runnable = {"missing", "damaged"} if recompute_damaged else {"missing"}
+    todo = [cell for cell in cells if states[cell.key].state in runnable]
+    todo.sort(key=lambda c: -float(c.cost))  # longest first: the last cells on the cluster are short ones
+    retried = len(store.failed_keys() & {c.key for c in todo})
+    if retried:
+        progress.note(f"{name}: retrying {retried} cell(s) that failed before (their errors are in "
+                      f"{store.failures_dir})")
+    n_done = sum(states[c.key].state == "done" for c in cells)
+    progress.start(name, len(cells), n_done, sum(float(c.cost) for c in todo))
+    outcomes = executor.run(todo, run_cell)
+    try:
+        for outcome in outcomes:
+            outcome = _store(store, outcome)
+            progress.advance(outcome)
+            if outcome.error is not None:
+                problems.append((outcome.cell.label, str(outcome.error)))
+    finally:
+        close = getattr(outcomes, "close", None)
+        if close is not None:
+            close()  # stops what still runs (after an interrupt)
+        progress.close()
+    if problems:
+        raise GridIncompleteError(_incomplete_message(name, len(cells), problems, store, damaged, recompute_damaged),
+                                  problems)
+    records = tuple(store.load(cell.key) for cell in cells)
+    return GridResult(records, len(todo), n_done, time.perf_counter() - started)
+
+
+def _store(store: ResultStore, outcome: Outcome) -> Outcome:
+    """Keep an outcome in the store: its rows, or its error in ``failures/``."""
+    cell = outcome.cell
+    if outcome.result is not None:
+        try:
+            store.put(cell.config(), outcome.result.rows, outcome.result.timing)
+        except (StoreError, TypeError, ValueError) as exc:  # e.g. other rows than a stored run of the same cell
+            outcome = Outcome(cell, None, CellError("failed", type(exc).__name__, str(exc)), outcome.seconds)
+        else:
+            store.clear_failure(cell.key)
+            return outcome
+    error = outcome.error or CellError("failed", "RuntimeError", "the executor reported neither a result nor an error")
+    store.record_failure(cell.config(), label=cell.label, kind=error.kind, error_type=error.error_type,
+                         message=error.message)
+    return outcome
+
+
+def _incomplete_message(name: str, n_cells: int, problems: list[tuple[str, str]], store: ResultStore,
+                        damaged: list, recompute_damaged: bool) -> str:
+    n_damaged = 0 if recompute_damaged else len(damaged)
+    n_other = len(problems) - n_damaged
+    parts = []
+    if n_other:
+        parts.append(f"{n_other} failed or could not be placed (errors in {store.failures_dir}; the same command "
+                     f"retries them)")
+    if n_damaged:
+        parts.append(f"{n_damaged} with a damaged unit file (rerun with --recompute-damaged to recompute them)")
+    label, what = problems[0]
+    return (f"{name}: {len(problems)} of {n_cells} cells did not finish: {'; '.join(parts)}; the finished cells are "
+            f"stored in {store.root} and no results were written. First: {label}: {what}")

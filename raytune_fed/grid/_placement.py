@@ -1,0 +1,93 @@
+"""Where cells can run, from the resources each live node declares (pure: no Ray calls).
+
+The Ray executor reads the nodes with ``ray.nodes()`` and asks this module three things:
+what a cell requires (its demand with the site pin resolved), how many such cells the
+cluster can hold at once (:func:`capacity`, 0 means never), and, when that is 0, why
+(:func:`why_unplaceable`).  :class:`Slots` is the throttle: Ray lends a blocked task's CPU
+to other tasks, so the executor keeps at most one running cell per CPU, and no more cells
+of one kind in flight than the nodes that can host them hold, so cells waiting for a busy
+site node never hold back cells that could run elsewhere.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any, Mapping, Sequence
+
+from raytune_fed.grid._cell import Demand
+from raytune_fed.runtime import site_placement
+
+Requirement = tuple[tuple[str, float], ...]
+_EPS = 1e-9
+
+
+def alive_totals(nodes: Sequence[Mapping[str, Any]]) -> list[dict[str, float]]:
+    """Total resources of each live node, from ``ray.nodes()``."""
+    return [dict(n.get("Resources") or {}) for n in nodes if n.get("Alive")]
+
+
+def requirement(demand: Demand, totals: Sequence[Mapping[str, float]]) -> Requirement:
+    """The resources a cell asks Ray for, its site pin resolved against the declared resources."""
+    need: dict[str, float] = {"CPU": float(demand.num_cpus)} if demand.num_cpus > 0 else {}
+    need.update({k: float(v) for k, v in demand.resources.items()})
+    if demand.site is not None:
+        declared: Counter = Counter()
+        for node in totals:
+            declared.update(node)
+        need.update(site_placement(demand.site, declared).get("resources", {}))
+    return tuple(sorted(need.items()))
+
+
+def _fits(node: Mapping[str, float], need: Requirement) -> int:
+    return min((math.floor(node.get(r, 0.0) / amount + _EPS) for r, amount in need if amount > 0),
+               default=10 ** 9)
+
+
+def capacity(need: Requirement, totals: Sequence[Mapping[str, float]]) -> int:
+    """How many cells requiring ``need`` the live nodes can run at the same time (0: none ever)."""
+    return sum(_fits(node, need) for node in totals)
+
+
+def why_unplaceable(need: Requirement, totals: Sequence[Mapping[str, float]]) -> str:
+    """Why no live node can run a cell requiring ``need`` (call when :func:`capacity` is 0)."""
+    wanted = dict(need)
+    asked = ", ".join(f"{amount:g} {r}" for r, amount in need)
+    custom = [r for r in wanted if r != "CPU"]
+    if not totals:
+        return f"the cluster has no live node (the cell needs {asked})"
+    for r in custom:
+        if not any(node.get(r, 0.0) > 0 for node in totals):
+            return f"no live node declares resource {r!r} (the cell needs {asked})"
+    hosts = [node for node in totals if all(node.get(r, 0.0) + _EPS >= wanted[r] for r in custom)]
+    if custom and not hosts:
+        return f"no live node offers {', '.join(f'{wanted[r]:g} {r}' for r in custom)} together (the cell needs {asked})"
+    short = [r for r in wanted if all(node.get(r, 0.0) + _EPS < wanted[r] for node in hosts)]
+    have = ", ".join(f"{max(node.get(r, 0.0) for node in hosts):g} {r}" for r in short)
+    if custom:
+        return f"the {len(hosts)} node(s) declaring {', '.join(custom)} offer at most {have} (the cell needs {asked})"
+    return f"the largest live node offers {have} (the cell needs {asked})"
+
+
+class Slots:
+    """Cells in flight: their CPUs, and how many of each requirement (see the module notes)."""
+
+    def __init__(self) -> None:
+        self.cpus = 0.0
+        self.by_need: Counter = Counter()
+
+    def fits(self, need: Requirement, totals: Sequence[Mapping[str, float]]) -> bool:
+        cpu = dict(need).get("CPU", 0.0)
+        total_cpu = sum(node.get("CPU", 0.0) for node in totals)
+        return self.by_need[need] < capacity(need, totals) and self.cpus + cpu <= total_cpu + _EPS
+
+    def add(self, need: Requirement) -> None:
+        self.cpus += dict(need).get("CPU", 0.0)
+        self.by_need[need] += 1
+
+    def remove(self, need: Requirement) -> None:
+        self.cpus -= dict(need).get("CPU", 0.0)
+        self.by_need[need] -= 1
+
+    def __len__(self) -> int:
+        return sum(self.by_need.values())

@@ -1,0 +1,54 @@
+"""What the active party sends a passive party, and the methods a passive party offers.
+
+The active party drives training; a passive party answers through these methods only
+(in-process :class:`~raytune_fed.models.secureboost.PassiveWorker`, or a client of a
+party actor in :mod:`raytune_fed.federation.parties`).  Rows are named by the global
+instance ids both parties aligned (PSI); the active party sends a node's ids in the
+order of its encrypted gradients.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from raytune_fed.crypto import Ciphertexts
+
+
+@dataclass(frozen=True)
+class NodeQuery:
+    """One node of the current level for a passive party.
+
+    Either *direct* (``rows`` and their encrypted packed gradients ``gh``, ``block``
+    instances per ciphertext: the passive party returns the node's encrypted per-bin
+    sums) or *derived* (``sibling``: the node
+    is its parent minus that sibling; the active party subtracts histograms itself and
+    the passive party only learns the node's rows).
+    """
+
+    node: int
+    parent: int
+    rows: np.ndarray | None = None
+    gh: Ciphertexts | None = None
+    block: int = 0
+    sibling: int = -1
+
+    @property
+    def direct(self) -> bool:
+        return self.rows is not None
+
+
+class PassiveEndpoint(Protocol):
+    """The protocol methods of a passive party (see :class:`PassiveWorker` for their meaning)."""
+
+    def open_session(self, public_context: bytes, n_bins: int, train_rows: np.ndarray) -> int: ...
+
+    def histograms(self, tree: int, queries: Sequence[NodeQuery]) -> list[Ciphertexts]: ...
+
+    def split(self, tree: int, node: int, mask: int) -> np.ndarray: ...
+
+    def route(self, keys: Sequence[tuple[int, int]], rows: np.ndarray) -> np.ndarray: ...
+
+    def op_counts(self) -> dict[str, int]: ...

@@ -1,0 +1,110 @@
+"""NSGA2Search: the Tune searcher around the :class:`~raytune_fed.algorithms.nsga2.NSGA2` core.
+
+Constraints are reported metrics with bounds::
+
+    NSGA2Search(metric=["loss", "cost"], mode=["min", "min"], seed=0,
+                constraints={"cost": ("<=", 5.0), "accuracy": (">=", 0.8)})
+
+Each becomes a value ``g <= 0`` for the core (``value - bound`` for ``"<="``, ``bound -
+value`` for ``">="``).  Under ``constraint_handling="penalty"`` (the CMOSB paper's, alpha
+= ``penalty``) the violation is added to the objective of the same name, or to every
+objective when the constrained metric is not one of them; ``"domination"`` uses pymoo's
+constraint domination instead.  A trial that reports no finite value for a constraint
+metric is dropped like one without its objectives (it enters survival as a failure).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+from raytune_fed._checks import check_choice, check_float, check_int, check_share
+from raytune_fed.algorithms.nsga2 import CONSTRAINT_HANDLING, NSGA2
+from raytune_fed.errors import ConfigError
+from raytune_fed.search._base import CoreSearcher
+from raytune_fed.space import SearchSpace
+
+BOUND_OPERATORS = ("<=", ">=")
+
+
+def _check_constraints(constraints: Mapping[str, Any] | None) -> list[list[Any]]:
+    """``{metric: (operator, bound)}`` as a JSON-safe ``[[metric, operator, bound], ...]``."""
+    if constraints is None:
+        return []
+    if not isinstance(constraints, Mapping):
+        raise ConfigError(f"constraints must be a dict {{metric: ('<=' or '>=', bound)}}, got {constraints!r:.200}")
+    out = []
+    for name, rule in constraints.items():
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"a constraint's metric must be a non-empty string, got {name!r}")
+        if not isinstance(rule, (tuple, list)) or len(rule) != 2:
+            raise ConfigError(f"constraint {name!r} must be (operator, bound) like ('<=', 5.0), got {rule!r}")
+        op = check_choice(f"constraint {name!r} operator", rule[0], BOUND_OPERATORS)
+        bound = rule[1]
+        if isinstance(bound, bool) or not isinstance(bound, (int, float)) or not math.isfinite(bound):
+            raise ConfigError(f"constraint {name!r} bound must be a finite number, got {bound!r}")
+        out.append([name, op, float(bound)])
+    return out
+
+
+class NSGA2Search(CoreSearcher):
+    """Tune searcher for (constrained) multi-objective NSGA-II (:class:`NSGA2`).
+
+    A generation is proposed at once: with ``max_concurrent_trials >= population_size`` its
+    members run as concurrent trials, and the next generation starts once all of them
+    finished (``suggest`` returns ``None`` meanwhile).  Give the metrics here
+    (``metric=["a", "b"], mode=["min", "max"]``); a single metric may come from ``TuneConfig``.
+
+    Parameters
+    ----------
+    space, metric, mode, points_to_evaluate, seed : as :class:`CoreSearcher`
+        (``points_to_evaluate`` join the initial population).
+    population_size : members per generation (the paper: 20).
+    n_generations : generations before the searcher reports it is finished (None: until
+        Tune's ``num_samples`` runs out).
+    constraints : ``{metric: ("<=" | ">=", bound)}`` on reported metrics (see the module doc).
+    constraint_handling : ``"domination"`` (pymoo's) or ``"penalty"`` (the paper's).
+    penalty : alpha of the penalty (the paper: 20).
+    crossover_prob, crossover_eta, mutation_prob, mutation_eta : SBX and polynomial
+        mutation settings (the paper: 0.9, 2, 0.1 per variable, 20).
+    """
+
+    def __init__(self, space: Mapping[str, Any] | SearchSpace | None = None,
+                 metric: str | Sequence[str] | None = None, mode: str | Sequence[str] | None = None,
+                 points_to_evaluate: Sequence[Mapping[str, Any]] | None = None, *, seed: int,
+                 population_size: int = 20, n_generations: int | None = None,
+                 constraints: Mapping[str, tuple[str, float]] | None = None, constraint_handling: str = "domination",
+                 penalty: float = 20.0, crossover_prob: float = 0.9, crossover_eta: float = 2.0,
+                 mutation_prob: float = 0.1, mutation_eta: float = 20.0) -> None:
+        options = {
+            "population_size": check_int("population_size", population_size, 2),
+            "n_generations": None if n_generations is None else check_int("n_generations", n_generations, 1),
+            "constraints": _check_constraints(constraints),
+            "constraint_handling": check_choice("constraint_handling", constraint_handling, CONSTRAINT_HANDLING),
+            "penalty": check_float("penalty", penalty, 0.0),
+            "crossover_prob": check_share("crossover_prob", crossover_prob, 0.0, 1.0, low_open=False),
+            "crossover_eta": check_float("crossover_eta", crossover_eta, 0.0),
+            "mutation_prob": check_share("mutation_prob", mutation_prob, 0.0, 1.0, low_open=False),
+            "mutation_eta": check_float("mutation_eta", mutation_eta, 0.0)}
+        super().__init__(space, metric, mode, points_to_evaluate, seed=seed, options=options)
+
+    def _build_core(self, space: SearchSpace, n_objectives: int, points: list[dict[str, Any]],
+                    seed: int) -> NSGA2:
+        o = self._options
+        names = [obj.name for obj in self._objectives]
+        targets = [names.index(name) if name in names else None for name, _, _ in o["constraints"]]
+        return NSGA2(space, n_objectives, seed=seed, points_to_evaluate=points, population_size=o["population_size"],
+                     n_generations=o["n_generations"], n_constraints=len(o["constraints"]),
+                     constraint_handling=o["constraint_handling"], penalty=o["penalty"],
+                     constrained_objectives=targets, crossover_prob=o["crossover_prob"],
+                     crossover_eta=o["crossover_eta"], mutation_prob=o["mutation_prob"],
+                     mutation_eta=o["mutation_eta"])
+
+    def _constraint_row(self, result: Mapping[str, Any]) -> list[float]:
+        row = []
+        for name, op, bound in self._options["constraints"]:
+            value = result.get(name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(float(value)):
+                raise ConfigError(f"no finite value for constraint metric {name!r} ({value!r})")
+            row.append(float(value) - bound if op == "<=" else bound - float(value))
+        return row

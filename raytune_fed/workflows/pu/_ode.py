@@ -1,0 +1,146 @@
+"""ODE (Algorithm 1) in one process: the halving core, PU learners on nested row prefixes, PU evaluators.
+
+Every configuration of round ``t`` is trained on the first ``r_t`` rows of one fixed
+ordering of the training split (:func:`nested_order`), so the training sets of a
+configuration grow by inclusion from round to round (the paper's Remark 1).  It is scored
+on the validation split by IPM_PU (default) or AUC_PU, with the control variate by
+default; the core minimises ``-R``.  The selected configuration is then refitted on the
+whole training split and scored on the test rows.
+
+Rows: the sample budget ``B`` (default ``N``, the rows of the PU data = training plus
+validation rows, the paper's ``D``) bounds the rows fed to learners during the search;
+the final refit is reported separately (``rows_final``).  Each configuration gets at
+least ``min_rows = 2`` rows (one labelled, one unlabelled: the least a PU learner can fit).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from raytune_fed.algorithms.halving import SuccessiveHalving
+from raytune_fed.algorithms.schedules import DEFAULT_ETA0, DEFAULT_MU, check_schedule
+from raytune_fed.errors import ConfigError
+from raytune_fed.metrics import DensityRatio, auc, bounded_scores, pu_score
+from raytune_fed.metrics.pu import EVALUATORS
+from raytune_fed.models import get_learner
+from raytune_fed.models.pu import grid_configs
+from raytune_fed.random import as_generator, derive, seed_int
+from raytune_fed.simulation import PUSplit
+
+ODE_MIN_ROWS = 2
+
+
+@dataclass(frozen=True)
+class ODESettings:
+    """How ODE searches: the configuration set, evaluator, schedule, budgets."""
+
+    learners: tuple[str, ...] = ("upu",)
+    evaluator: str = "ipm"
+    control_variate: bool = True
+    schedule: str = "selfpaced"
+    budget_samples: int | None = None      # None: N = training + validation rows
+    budget_seconds: float | None = None
+    eta0: float = DEFAULT_ETA0
+    mu: float = DEFAULT_MU
+    asynchronous: bool = False
+
+    def __post_init__(self) -> None:
+        if self.evaluator not in EVALUATORS:
+            raise ConfigError(f"unknown evaluator {self.evaluator!r}; known evaluators: {list(EVALUATORS)}")
+        check_schedule(self.schedule)
+        if not self.learners:
+            raise ConfigError("ODE needs at least one PU learner for its configuration set")
+        for name in self.learners:
+            get_learner(name, task="pu")
+
+
+@dataclass
+class SearchResult:
+    """What one ODE search did: the choice, its scores and its costs."""
+
+    config: dict[str, Any]
+    value: float
+    test_auc: float
+    rows_used: int
+    rows_fed: int
+    rows_final: int
+    seconds: float
+    n_failed: int
+    trace: list[tuple[int, int, int, float]] = field(default_factory=list)
+
+
+def configuration_set(learners: Sequence[str]) -> list[dict[str, Any]]:
+    """Omega: the Table-3 grid of every named PU learner, each config tagged with its learner."""
+    return [{"learner": name, **c} for name in learners for c in grid_configs(get_learner(name, task="pu"))]
+
+
+def build_model(config: Mapping[str, Any], *, prior: float, seed: int) -> Any:
+    """The unfitted pipeline of a tagged configuration, with the class prior set."""
+    params = {k: v for k, v in config.items() if k not in ("learner", "config_id", "rung", "n_rows")}
+    return get_learner(config["learner"], task="pu").build(params, seed=seed).set_params(model__prior=prior)
+
+
+def nested_order(s: np.ndarray, seed: Any) -> np.ndarray:
+    """A permutation of the rows whose every prefix holds its share of labelled rows.
+
+    Labelled and unlabelled rows are shuffled separately and merged by their positions
+    ``j / n_labelled`` and ``(i + 1/2) / n_unlabelled``: the first row is labelled, the
+    second unlabelled, and a prefix of ``r`` rows holds about ``r * n_labelled / n`` labelled.
+    """
+    rng = as_generator(seed)
+    lab, unl = rng.permutation(np.flatnonzero(s == 1)), rng.permutation(np.flatnonzero(s == 0))
+    keys = np.concatenate([np.arange(lab.size) / lab.size, (np.arange(unl.size) + 0.5) / unl.size])
+    return np.concatenate([lab, unl])[np.argsort(keys, kind="stable")]
+
+
+def validation_scores(model: Any, X: np.ndarray) -> np.ndarray:
+    """What the evaluators score: the standardised sigmoid of the decision function (see
+    :func:`raytune_fed.metrics.pu.bounded_scores`; AUC_PU is the same on raw values)."""
+    return bounded_scores(model.decision_function(X))
+
+
+def run_ode(split: PUSplit, settings: ODESettings, *, prior: float, seed: Any,
+            configs: Sequence[Mapping[str, Any]] | None = None) -> SearchResult:
+    """One ODE search on ``split`` with the class prior ``prior`` used to *train* the learners."""
+    start = time.perf_counter()
+    configs = configuration_set(settings.learners) if configs is None else [dict(c) for c in configs]
+    budget = split.n_pu if settings.budget_samples is None else settings.budget_samples
+    core = SuccessiveHalving(configs, n_rows=split.n_train, budget_samples=budget,
+                             budget_seconds=settings.budget_seconds, schedule=settings.schedule,
+                             eta0=settings.eta0, mu=settings.mu, min_rows=ODE_MIN_ROWS,
+                             asynchronous=settings.asynchronous, seed=derive(seed, "ode", "ties"))
+    order = nested_order(split.s_train, derive(seed, "ode", "order"))
+    ratio = None
+    if settings.control_variate:
+        ntc = DensityRatio(seed=seed_int(derive(seed, "ode", "ntc"))).fit(split.X_train, split.s_train)
+        ratio = ntc.ratio(split.X_val[split.s_val == 1])
+    model_seed = seed_int(derive(seed, "ode", "models"))
+    n_failed = rows_fed = 0
+    while not core.is_finished:
+        jobs = core.ask(len(configs))
+        if not jobs:
+            raise ConfigError("the halving core issued no job although the search is not finished")
+        values, seconds = [], []
+        for job in jobs:
+            rows = order[:job["n_rows"]]
+            rows_fed += rows.size
+            t0 = time.perf_counter()
+            try:
+                model = build_model(job, prior=prior, seed=model_seed).fit(split.X_train[rows], split.s_train[rows])
+                scores = validation_scores(model, split.X_val)
+                values.append(-pu_score(split.s_val, scores, evaluator=settings.evaluator, ratio=ratio))
+            except (ValueError, np.linalg.LinAlgError, FloatingPointError):
+                values.append(np.inf)
+                n_failed += 1
+            seconds.append(time.perf_counter() - t0)
+        core.tell(jobs, np.asarray(values)[:, None], seconds=seconds)
+    best, value = core.best()
+    final = build_model(best, prior=prior, seed=model_seed).fit(split.X_train, split.s_train)
+    test_auc = auc(split.y_test, final.decision_function(split.X_test))
+    return SearchResult(config=best, value=-value, test_auc=test_auc, rows_used=core.rows_used,
+                        rows_fed=rows_fed, rows_final=split.n_train, seconds=time.perf_counter() - start, n_failed=n_failed,
+                        trace=core.results())

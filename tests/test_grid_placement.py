@@ -1,0 +1,70 @@
+"""Where cells can run, from the nodes' declared resources (no Ray: node tables as data)."""
+
+import re
+
+import pytest
+
+from raytune_fed.errors import ConfigError
+from raytune_fed.grid import Demand, Slots, alive_totals, capacity, requirement, why_unplaceable
+
+# two general nodes and a site node that declares site:a but gives no CPU to the cluster
+NODES = [{"Alive": True, "Resources": {"CPU": 2.0, "memory": 1e9}},
+         {"Alive": True, "Resources": {"CPU": 1.0}},
+         {"Alive": True, "Resources": {"CPU": 0.0, "site:a": 1.0}},
+         {"Alive": False, "Resources": {"CPU": 8.0, "site:b": 1.0}}]
+
+
+def test_site_pins_follow_what_live_nodes_declare():
+    totals = alive_totals(NODES)
+    assert len(totals) == 3
+    assert requirement(Demand(site="a"), totals) == (("CPU", 1.0), ("site:a", 0.001))
+    assert requirement(Demand(site="b"), totals) == (("CPU", 1.0),)  # its only node is dead: run anywhere
+    assert requirement(Demand(num_cpus=0, resources={"gpu": 1}), totals) == (("gpu", 1.0),)
+
+
+@pytest.mark.parametrize("demand, n, reason", [
+    (Demand(), 3, None),
+    (Demand(num_cpus=2), 1, None),
+    (Demand(site="a"), 0, r"the 1 node\(s\) declaring site:a offer at most 0 CPU \(the cell needs 1 CPU, "
+                          r"0.001 site:a\)"),
+    (Demand(resources={"gpu": 1}), 0, r"no live node declares resource 'gpu'"),
+    (Demand(num_cpus=4), 0, r"the largest live node offers 2 CPU \(the cell needs 4 CPU\)"),
+])
+def test_capacity_and_the_reason_a_cell_cannot_be_placed(demand, n, reason):
+    totals = alive_totals(NODES)
+    need = requirement(demand, totals)
+    assert capacity(need, totals) == n
+    if reason is not None:
+        assert re.search(reason, why_unplaceable(need, totals))
+
+
+def test_no_live_node_at_all():
+    assert "no live node" in why_unplaceable((("CPU", 1.0),), alive_totals([]))
+
+
+def test_cells_waiting_for_a_busy_site_node_leave_the_other_cpus_to_other_cells():
+    """The old throttle counted every submitted cell as running: cells pinned to a site node
+    filled every slot while only one of them could run, and nothing else was submitted."""
+    nodes = [{"Alive": True, "Resources": {"CPU": 3.0}}, {"Alive": True, "Resources": {"CPU": 1.0, "site:a": 1.0}}]
+    totals = alive_totals(nodes)
+    pinned, free = requirement(Demand(site="a"), totals), requirement(Demand(), totals)
+    slots = Slots()
+    assert slots.fits(pinned, totals)
+    slots.add(pinned)
+    assert not slots.fits(pinned, totals)  # the site node's one CPU is spoken for
+    for _ in range(3):
+        assert slots.fits(free, totals)
+        slots.add(free)
+    assert not slots.fits(free, totals) and len(slots) == 4  # one cell per CPU of the cluster
+    slots.remove(pinned)
+    assert slots.fits(pinned, totals)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"num_cpus": -1}, "num_cpus must be a finite number >= 0.0, got -1"),
+    ({"resources": {"gpu": 0}}, "resource 'gpu' must be a positive amount, got 0"),
+    ({"resources": {"": 1}}, "resource names must be non-empty strings"),
+])
+def test_bad_demands(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        Demand(**kwargs)

@@ -1,0 +1,88 @@
+"""ODE and the baselines on real PU splits, in one process: budgets, determinism, every method, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from raytune_fed.algorithms.schedules import SCHEDULES
+from raytune_fed.data import load_dataset
+from raytune_fed.errors import ConfigError
+from raytune_fed.simulation import pu_dataset, pu_split
+from raytune_fed.workflows.pu import (
+    METHOD_NAMES,
+    ODESettings,
+    check_methods,
+    configuration_set,
+    nested_order,
+    run_method,
+    run_ode,
+)
+
+
+@pytest.fixture(scope="module")
+def split():
+    data = pu_dataset(load_dataset("titanic"))
+    return pu_split(data.X, data.y, c=0.2, seed=0, name="titanic")
+
+
+CONFIGS = configuration_set(["upu"])[::10]          # 10 configurations: a small Omega for fast tests
+
+
+def test_nested_order_spreads_labelled_rows_over_every_prefix():
+    s = np.r_[np.ones(30), np.zeros(270)].astype(int)
+    order = nested_order(s, 5)
+    assert sorted(order.tolist()) == list(range(300))
+    assert s[order[0]] == 1 and s[order[1]] == 0
+    for r in (2, 10, 50, 123, 300):
+        assert abs(s[order[:r]].sum() - r * 0.1) <= 1.5
+    assert np.array_equal(order, nested_order(s, 5)) and not np.array_equal(order, nested_order(s, 6))
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_ode_never_feeds_more_rows_than_the_budget(split, schedule):
+    budget = 600
+    result = run_ode(split, ODESettings(schedule=schedule, budget_samples=budget), prior=0.3, seed=1,
+                     configs=CONFIGS)
+    assert result.rows_fed == result.rows_used <= budget
+    assert result.config in CONFIGS and 0.5 < result.test_auc <= 1.0
+    assert result.rows_final == split.n_train
+
+
+def test_ode_default_budget_is_n_and_the_choice_is_reproducible(split):
+    a = run_ode(split, ODESettings(), prior=0.3, seed=2, configs=CONFIGS)
+    b = run_ode(split, ODESettings(), prior=0.3, seed=2, configs=CONFIGS)
+    assert a.config == b.config and a.trace == b.trace and a.rows_used <= split.n_pu
+    auc_run = run_ode(split, ODESettings(evaluator="auc", control_variate=False), prior=0.3, seed=2, configs=CONFIGS)
+    assert auc_run.rows_used == a.rows_used
+
+
+def test_every_method_runs_on_a_split(split):
+    for name in METHOD_NAMES:
+        result = run_method(name, split, seed=3, ode=ODESettings(), supervised_trials=3, max_configs=4)
+        assert result.method == name and 0.0 <= result.test_auc <= 1.0 and result.seconds > 0
+        assert (result.prior is not None) == (name in ("ode", "upu", "nnpu"))
+
+
+BAD_INPUT = [
+    (lambda s: ODESettings(evaluator="f1"), r"unknown evaluator 'f1'"),
+    (lambda s: ODESettings(schedule="cosine"), r"unknown schedule 'cosine'"),
+    (lambda s: ODESettings(learners=("svm",)), r"unknown learner 'svm'; known learners: \['nnpu', 'upu'\]"),
+    (lambda s: ODESettings(learners=()), r"at least one PU learner"),
+    (lambda s: check_methods(["ode", "magic"]), r"unknown method 'magic'; known methods: \['ode', 'upu', 'nnpu', "
+                                                r"'wsvm', 'supervised'\]"),
+    (lambda s: check_methods(["ode", "ode"]), r"methods must be distinct"),
+    (lambda s: check_methods([]), r"no methods given"),
+    (lambda s: run_ode(s, ODESettings(budget_samples=50), prior=0.3, seed=0, configs=CONFIGS),
+     r"budget_samples=50 gives 1 rows per configuration in the first round \(10 configurations x 4 rounds\); "
+     r"need budget_samples >= 80 for 2 row\(s\) each"),
+    (lambda s: run_ode(s, ODESettings(budget_seconds=-1.0), prior=0.3, seed=0, configs=CONFIGS),
+     r"budget_seconds must be a finite number >= 0.0, got -1.0"),
+    (lambda s: run_method("upu", s, seed=0, max_configs=0), r"max_configs must be an integer >= 1 or None, got 0"),
+]
+
+
+@pytest.mark.parametrize("call, message", BAD_INPUT)
+def test_bad_input_is_refused_with_a_clear_message(split, call, message):
+    with pytest.raises(ConfigError, match=message):
+        call(split)

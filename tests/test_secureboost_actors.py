@@ -1,0 +1,36 @@
+"""Parties as Ray actors: same training as in-process, data shipped once, placement by resource."""
+
+import numpy as np
+import pytest
+
+from raytune_fed.federation.parties import ActiveParty, PassiveClient, PassiveParty, remote_party
+
+PARAMS = dict(n_federated_trees=2, max_depth=3, he="bfv",
+              op_times=dict(encryption=0.005, decryption=0.002, addition=0.0003, product=0.0006))
+
+
+def test_party_actors_train_as_in_process_parties(ray_session):
+    from sklearn.datasets import make_classification
+
+    ray = ray_session
+    X, y = make_classification(n_samples=500, n_features=8, n_informative=8, n_redundant=0, random_state=2)
+    train, test = np.arange(350), np.arange(350, 500)
+    local = ActiveParty(X[:, :4], y, train_rows=train, test_rows=test).train(
+        "s", PARAMS, [PassiveClient(PassiveParty(X[:, 4:], name="p"), "s")])
+    passive = remote_party(PassiveParty, "p", ray.put(X[:, 4:]))
+    active = remote_party(ActiveParty, "a", ray.put(X[:, :4]), y, train_rows=train, test_rows=test)
+    report = ray.get(active.train.remote("s", PARAMS, [PassiveClient(passive, "s")]))
+    assert report.op_counts == local.op_counts and report.utility_loss == local.utility_loss
+    view = ray.get(passive.view.remote("s"))
+    assert len(view.trees) == 2 and view.ciphertext_bytes > 0
+
+
+def test_placement_pins_declared_resources_only(ray_session):
+    from raytune_fed.runtime import party_placement, placement, site_placement
+
+    assert placement("site", "pinned") == {"resources": {"site:pinned": 0.001}} == site_placement("pinned")
+    assert party_placement("nowhere") == {}
+    from raytune_fed.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="placement kind"):
+        placement("site:x", "y")
