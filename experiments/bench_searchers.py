@@ -459,7 +459,8 @@ def main(argv: list[str] | None = None) -> dict:
     if args.command == "compare":
         parts = [json.loads(Path(f).read_text()) for f in args.files]
         runs = [r for part in parts for r in part.get("runs", [])]
-        report = {"benchmark": "bench_searchers compare", "inputs": args.files, "reference": args.reference,
+        report = {"benchmark": "bench_searchers compare", "inputs": [Path(f).name for f in args.files],
+                  "reference": args.reference,
                   "profile": [row for part in parts for row in part.get("profile", [])], "runs": runs,
                   "summary": summarise(runs), "paired": compare(runs, args.reference),
                   "environments": [part.get("environment") for part in parts]}
