@@ -7,30 +7,42 @@ measure the algorithms, not Tune's scheduling.
 ``profile``
     ``ParEGOSearch`` (2 objectives, ZDT1) and ``GPSearch`` (a smooth 1-objective function)
     on ``d`` uniform variables, after ``n`` observations told with ``add_evaluated_point``:
-    wall and CPU seconds of ``suggest`` (median over ``--repeats`` consecutive suggests),
-    and from one cProfile pass the share of ``suggest`` spent fitting the GP (``fit_gp``).
+    wall, process-CPU and thread-CPU seconds of ``suggest`` (medians over ``--repeats``
+    consecutive suggests), the 1-minute load average around them (the machine may be
+    shared: CPU time is the number that load does not inflate), and from one cProfile pass
+    the share of ``suggest`` spent fitting the GP (``fit_gp``).
 ``quality``
     Multi-objective: ZDT1, ZDT2, ZDT3, DTLZ2 (2 objectives, 5 variables), hypervolume of all
     evaluated points against 1.1 x the true front's nadir (as a ratio to the true front's).
     Single-objective: Branin (2 variables) and Hartmann-6, the best value found (regret).
     Methods: ``parego`` / ``gp`` (package defaults), ``parego_v0`` / ``gp_v0`` (the GP
-    settings before this benchmark: 2 hyperparameter restarts, 5 EI polishing starts),
+    settings before this benchmark: 2 hyperparameter restarts, 5 EI polishing starts,
+    with this package's GP),
     Optuna's ``random``, ``nsga2`` (population = initial design), ``tpe`` and ``optuna_gp``
     (``GPSampler``, needs torch) through Ray's ``OptunaSearch``.  Every method starts from
     ``--n-initial`` space-filling/random points and has ``--n-evals`` evaluations.
 ``compare``
-    Reads result files and pairs every ``label:method`` with ``--reference`` on the same
-    problem and replicate (replicate seeds come from ``--root-seed``, so runs of different
-    code are paired): mean and sd of the differences, wins/ties/losses.
+    Merges result files (their profile rows and runs) and pairs every ``label:method``
+    with the first ``--reference`` run
+    on the same problem and replicate (replicate seeds come from ``--root-seed``, so runs
+    of different code are paired): mean and sd of the differences, wins/ties/losses.
+``all``
+    ``profile`` and ``quality`` of this checkout, the same for the code of ``--before``
+    (a git revision, checked out into a temporary worktree and run in a subprocess with
+    the label ``today``; only ``parego``/``gp`` exist there), and ``compare`` of it all
+    against ``today:parego`` / ``today:gp``, in one JSON file.
 
-To measure another commit's code, run this file with ``PYTHONPATH`` pointing at a checkout
-of that commit and ``--label``; only ``parego``/``gp`` and their ``suggest`` profile work
-there.  Examples (each writes JSON under ``results/``)::
+``experiments/measured/bench_searchers.json`` is (``optuna_gp`` needs torch in the
+environment, e.g. a scratch venv with ``pip install torch`` and ``pip install -e .[bench]``;
+``41bffa9`` is the last commit before the searchers moved onto the ask/tell protocol)::
+
+    python experiments/bench_searchers.py all --before 41bffa9 \\
+        --methods parego parego_v0 gp gp_v0 tpe optuna_gp --out experiments/measured/bench_searchers.json
+
+Single parts (each writes JSON under ``results/``)::
 
     python experiments/bench_searchers.py profile
     python experiments/bench_searchers.py quality --methods parego parego_v0 tpe optuna_gp
-    PYTHONPATH=/path/to/old/checkout python experiments/bench_searchers.py quality \\
-        --methods parego gp --label today --out results/bench_searchers_today.json
     python experiments/bench_searchers.py compare results/bench_searchers_*.json --reference today:parego
 """
 
@@ -41,8 +53,12 @@ import cProfile
 import json
 import logging
 import math
+import os
 import platform
 import pstats
+import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -141,10 +157,11 @@ def make_searcher(method: str, space: dict, n_obj: int, n_initial: int, seed: in
         extra = {}
         settings = dict(n_restarts=2, n_starts=5) if base.endswith("_v0") else {}
         settings.update((k, type_of(v)) for k, v in (kv.split("=") for kv in variant.split(",") if kv))
-        if settings:
-            from raytune_fed.algorithms import GPSettings
+        if settings:  # on top of the searcher's own default settings
+            from raytune_fed.algorithms import GP_BO_SETTINGS, GPSettings
 
-            extra["gp"] = GPSettings(**settings)
+            default = GP_BO_SETTINGS if cls is GPSearch else GPSettings()
+            extra["gp"] = GPSettings(**{**default.to_dict(), **settings})
         return cls(space, metric=metric, mode=mode, n_initial_points=n_initial, seed=seed, **extra)
     import optuna
     from ray.tune.search.optuna import OptunaSearch
@@ -191,6 +208,14 @@ def drive(searcher, problem: Problem, n_evals: int, prefix: str = "t") -> tuple[
 
 # ------------------------------------------------------------------------- quality
 
+def _save_partial(args, key: str, rows: list) -> None:
+    """Write what has finished so far (``"partial": true``), so a stopped run keeps it."""
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"benchmark": f"bench_searchers {args.command}", "partial": True,
+                               "settings": vars(args), key: rows}, indent=2, default=str))
+
+
 def run_quality(args) -> dict:
     seeds = np.random.SeedSequence(args.root_seed).spawn(args.seeds)
     runs = []
@@ -208,7 +233,7 @@ def run_quality(args) -> dict:
                        "suggest_mean_s": float(np.mean(wall)), "suggest_p95_s": float(np.quantile(wall, 0.95)),
                        "suggest_model_mean_s": float(np.mean(wall[args.n_initial:])),
                        "suggest_model_cpu_mean_s": float(np.mean(cpu[args.n_initial:])),
-                       "wall_s": time.perf_counter() - start}
+                       "wall_s": time.perf_counter() - start, "load_avg_1m": os.getloadavg()[0]}
                 if true_hv is not None:
                     hv = hypervolume(F, problem.ref_point)
                     row.update(score=hv, hv=hv, hv_ratio=hv / true_hv)
@@ -216,6 +241,7 @@ def run_quality(args) -> dict:
                     best = float(F[:, 0].min())
                     row.update(score=-best, best=best, log10_regret=math.log10(max(best - problem.optimum, 1e-12)))
                 runs.append(row)
+                _save_partial(args, "runs", runs)
                 print(f"{pname:9s} {method:9s} r{r} score={row['score']:.4f} "
                       f"suggest(model)={row['suggest_model_mean_s'] * 1e3:.1f}ms", flush=True)
     return {"runs": runs, "summary": summarise(runs)}
@@ -238,22 +264,71 @@ def summarise(runs: list[dict]) -> dict:
     return out
 
 
-def compare(runs: list[dict], reference: str) -> dict:
-    """Paired differences of every label:method against ``reference`` (same problem, replicate)."""
-    ref_label, ref_method = reference.split(":")
-    ref = {(r["problem"], r["replicate"]): r["score"] for r in runs
-           if r["label"] == ref_label and r["method"] == ref_method}
+def compare(runs: list[dict], references: list[str]) -> dict:
+    """Paired differences of every label:method against the first of ``references`` that ran
+    on the same problem (same replicate)."""
+    ref: dict = {}
+    for reference in references:
+        ref_label, ref_method = reference.split(":")
+        for r in runs:
+            if r["label"] == ref_label and r["method"] == ref_method:
+                ref.setdefault(r["problem"], (reference, {}))
+                if ref[r["problem"]][0] == reference:
+                    ref[r["problem"]][1][r["replicate"]] = r["score"]
     out: dict = {}
     for key in sorted({(r["problem"], r["label"], r["method"]) for r in runs}):
-        diffs = [r["score"] - ref[(r["problem"], r["replicate"])] for r in runs
-                 if (r["problem"], r["label"], r["method"]) == key and (r["problem"], r["replicate"]) in ref]
-        if not diffs or f"{key[1]}:{key[2]}" == reference:
+        if key[0] not in ref or f"{key[1]}:{key[2]}" == ref[key[0]][0]:
             continue
-        d = np.asarray(diffs)
+        scores = ref[key[0]][1]
+        d = np.asarray([r["score"] - scores[r["replicate"]] for r in runs
+                        if (r["problem"], r["label"], r["method"]) == key and r["replicate"] in scores])
+        if not len(d):
+            continue
         out.setdefault(key[0], {})[f"{key[1]}:{key[2]}"] = {
-            "n_pairs": len(d), "mean_diff": float(d.mean()), "sd_diff": float(d.std(ddof=1)) if len(d) > 1 else 0.0,
+            "reference": ref[key[0]][0], "n_pairs": len(d), "mean_diff": float(d.mean()),
+            "sd_diff": float(d.std(ddof=1)) if len(d) > 1 else 0.0,
             "wins": int((d > 1e-12).sum()), "ties": int((np.abs(d) <= 1e-12).sum()), "losses": int((d < -1e-12).sum())}
     return out
+
+
+def print_paired(paired: dict) -> None:
+    for problem, rows in paired.items():
+        for who, s in rows.items():
+            print(f"{problem:9s} {who:22s} {s['mean_diff']:+.4f} ± {s['sd_diff']:.4f} vs {s['reference']} "
+                  f"(wins/ties/losses {s['wins']}/{s['ties']}/{s['losses']})")
+
+
+# ------------------------------------------------------------------------- before
+
+# Run this file in a subprocess on another checkout's package: the editable install of this
+# one is a meta-path finder that would win over PYTHONPATH, so the bootstrap drops it first.
+_BOOTSTRAP = ("import runpy, sys; sys.meta_path[:] = [f for f in sys.meta_path "
+              "if not type(f).__module__.startswith('__editable__')]; "
+              "sys.path.insert(0, sys.argv.pop(1)); sys.argv.pop(0); runpy.run_path(sys.argv[0], run_name='__main__')")
+
+
+def run_before(revision: str, args) -> tuple[list, list]:
+    """Profile rows and quality runs of ``revision``'s parego/gp, labelled ``today``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        checkout = Path(tmp) / "before"
+        subprocess.run(["git", "worktree", "add", "--detach", str(checkout), revision], check=True,
+                       cwd=Path(__file__).parent, capture_output=True)
+        try:
+            common = ["--label", "today", "--root-seed", str(args.root_seed)]
+            outputs = {}
+            for command, extra in (("profile", ["--searchers", "parego", "gp", "--dims", *map(str, args.dims),
+                                                 "--n-obs", *map(str, args.n_obs), "--repeats", str(args.repeats)]),
+                                   ("quality", ["--methods", "parego", "gp", "--seeds", str(args.seeds),
+                                                "--n-evals", str(args.n_evals), "--n-initial", str(args.n_initial),
+                                                "--problems", *args.problems])):
+                out = Path(tmp) / f"{command}.json"
+                subprocess.run([sys.executable, "-c", _BOOTSTRAP, str(checkout), str(Path(__file__).resolve()),
+                                command, *common, *extra, "--out", str(out)], check=True)
+                outputs[command] = json.loads(out.read_text())
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(checkout)], cwd=Path(__file__).parent,
+                           capture_output=True)
+    return outputs["profile"]["profile"], outputs["quality"]["runs"]
 
 
 # ------------------------------------------------------------------------- profile
@@ -269,28 +344,28 @@ def run_profile(args) -> dict:
     for kind in args.searchers:
         for d in args.dims:
             space = {f"x{i}": tune.uniform(0.0, 1.0) for i in range(d)}
-            problem = PROBLEMS["zdt1"] if kind == "parego" else None
+            multi = kind.startswith("parego")
             for n in args.n_obs:
                 rng = np.random.default_rng(args.root_seed + 1000 * d + n)
                 X = rng.random((n, d))
-                if kind == "parego":
+                if multi:
                     from pymoo.problems import get_problem
 
                     F = get_problem("zdt1", n_var=d).evaluate(X)
                     evaluate = get_problem("zdt1", n_var=d).evaluate
                 else:
                     F, evaluate = _smooth(X), _smooth
-                row = {"label": args.label, "searcher": kind, "dim": d, "n_obs": n}
+                row = {"label": args.label, "searcher": kind, "dim": d, "n_obs": n, "load_avg_1m": os.getloadavg()[0]}
                 for phase in ("timed", "profiled"):
                     searcher = make_searcher(kind, space, F.shape[1], 20, args.root_seed)
                     names = [f"x{i}" for i in range(d)]
                     for x, f in zip(X, F):
-                        value = [float(v) for v in f] if kind == "parego" else float(f[0])
+                        value = [float(v) for v in f] if multi else float(f[0])
                         searcher.add_evaluated_point(dict(zip(names, map(float, x))), value)
                     prof = cProfile.Profile() if phase == "profiled" else None
-                    wall, cpu = [], []
+                    wall, cpu, thread = [], [], []
                     for t in range(args.repeats):
-                        w0, c0 = time.perf_counter(), time.process_time()
+                        w0, c0, t0 = time.perf_counter(), time.process_time(), time.thread_time()
                         if prof:
                             prof.enable()
                         config = searcher.suggest(f"p{t}")
@@ -298,16 +373,20 @@ def run_profile(args) -> dict:
                             prof.disable()
                         wall.append(time.perf_counter() - w0)
                         cpu.append(time.process_time() - c0)
+                        thread.append(time.thread_time() - t0)
                         f = evaluate(np.array([[config[k] for k in names]]))[0]
                         searcher.on_trial_complete(f"p{t}", {f"f{i + 1}": float(v) for i, v in enumerate(f)})
                     if prof:
                         row["shares"] = _shares(prof)
                     else:
                         row.update(suggest_median_s=float(np.median(wall)), suggest_mean_s=float(np.mean(wall)),
-                                   suggest_cpu_median_s=float(np.median(cpu)))
+                                   suggest_cpu_median_s=float(np.median(cpu)),
+                                   suggest_thread_median_s=float(np.median(thread)),
+                                   load_avg_1m_after=os.getloadavg()[0])
                 rows.append(row)
-                print(f"{kind:7s} d={d:2d} n={n:3d} suggest median {row['suggest_median_s'] * 1e3:7.1f} ms "
-                      f"(cpu {row['suggest_cpu_median_s'] * 1e3:7.1f} ms), GP fit "
+                _save_partial(args, "profile", rows)
+                print(f"{args.label:6s} {kind:9s} d={d:2d} n={n:3d} suggest median {row['suggest_median_s'] * 1e3:7.1f} ms "
+                      f"(cpu {row['suggest_cpu_median_s'] * 1e3:7.1f} ms, load {row['load_avg_1m']:.1f}), GP fit "
                       f"{100 * row['shares'].get('fit_gp', 0):.0f} %", flush=True)
     return {"profile": rows}
 
@@ -343,25 +422,30 @@ def _environment() -> dict:
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
-    for name in ("profile", "quality"):
+    for name in ("profile", "quality", "all"):
         p = sub.add_parser(name)
         p.add_argument("--label", default="new", help="names this code version in the output (default new)")
         p.add_argument("--root-seed", type=int, default=2024)
         p.add_argument("--out", default=f"results/bench_searchers_{name}.json")
-    prof, qual = sub.choices["profile"], sub.choices["quality"]
-    prof.add_argument("--searchers", nargs="+", default=["parego", "gp"], choices=["parego", "gp"])
-    prof.add_argument("--dims", nargs="+", type=int, default=[2, 6, 10])
-    prof.add_argument("--n-obs", nargs="+", type=int, default=[20, 60, 100, 200])
-    prof.add_argument("--repeats", type=int, default=5)
-    qual.add_argument("--seeds", type=int, default=5)
-    qual.add_argument("--n-evals", type=int, default=60)
-    qual.add_argument("--n-initial", type=int, default=20)
-    qual.add_argument("--problems", nargs="+", default=list(PROBLEMS), choices=list(PROBLEMS))
-    qual.add_argument("--methods", nargs="+", default=list(dict.fromkeys(MULTI + SINGLE)))
+    for p in (sub.choices["profile"], sub.choices["all"]):
+        p.add_argument("--searchers", nargs="+", default=["parego", "gp"],
+                       choices=["parego", "gp", "parego_v0", "gp_v0"])
+        p.add_argument("--dims", nargs="+", type=int, default=[2, 6, 10])
+        p.add_argument("--n-obs", nargs="+", type=int, default=[20, 60, 120, 200])
+        p.add_argument("--repeats", type=int, default=5)
+    for p in (sub.choices["quality"], sub.choices["all"]):
+        p.add_argument("--seeds", type=int, default=5)
+        p.add_argument("--n-evals", type=int, default=60)
+        p.add_argument("--n-initial", type=int, default=20)
+        p.add_argument("--problems", nargs="+", default=list(PROBLEMS), choices=list(PROBLEMS))
+        p.add_argument("--methods", nargs="+", default=list(dict.fromkeys(MULTI + SINGLE)))
+    sub.choices["all"].add_argument("--before", help="git revision whose parego/gp to measure as 'today'")
     cmp_ = sub.add_parser("compare")
     cmp_.add_argument("files", nargs="+")
-    cmp_.add_argument("--reference", default="today:parego", help="label:method the others are paired with")
     cmp_.add_argument("--out", default="results/bench_searchers_compare.json")
+    for p in (cmp_, sub.choices["all"]):
+        p.add_argument("--reference", nargs="+", default=["today:parego", "today:gp"],
+                       help="label:method the others are paired with (the first that ran on a problem)")
     args = ap.parse_args(argv)
 
     logging.getLogger("ray.tune").setLevel(logging.ERROR)
@@ -373,13 +457,24 @@ def main(argv: list[str] | None = None) -> dict:
         pass
     t0 = time.perf_counter()
     if args.command == "compare":
-        runs = [r for f in args.files for r in json.loads(Path(f).read_text()).get("runs", [])]
-        report = {"benchmark": "bench_searchers compare", "inputs": args.files, "reference": args.reference,
-                  "summary": summarise(runs), "paired": compare(runs, args.reference)}
-        for problem, rows in report["paired"].items():
-            for who, s in rows.items():
-                print(f"{problem:9s} {who:22s} {s['mean_diff']:+.4f} ± {s['sd_diff']:.4f} "
-                      f"(wins/ties/losses {s['wins']}/{s['ties']}/{s['losses']})")
+        parts = [json.loads(Path(f).read_text()) for f in args.files]
+        runs = [r for part in parts for r in part.get("runs", [])]
+        report = {"benchmark": "bench_searchers compare", "inputs": [Path(f).name for f in args.files],
+                  "reference": args.reference,
+                  "profile": [row for part in parts for row in part.get("profile", [])], "runs": runs,
+                  "summary": summarise(runs), "paired": compare(runs, args.reference),
+                  "environments": [part.get("environment") for part in parts]}
+        print_paired(report["paired"])
+    elif args.command == "all":
+        profile = run_profile(args)["profile"]
+        runs = run_quality(args)["runs"]
+        if args.before:
+            before_profile, before_runs = run_before(args.before, args)
+            profile, runs = before_profile + profile, before_runs + runs
+        report = {"benchmark": "bench_searchers all", "settings": vars(args), "profile": profile, "runs": runs,
+                  "summary": summarise(runs), "paired": compare(runs, args.reference),
+                  "environment": _environment()}
+        print_paired(report["paired"])
     else:
         body = run_profile(args) if args.command == "profile" else run_quality(args)
         report = {"benchmark": f"bench_searchers {args.command}", "settings": vars(args), **body,

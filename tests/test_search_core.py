@@ -26,6 +26,7 @@ from raytune_fed.metrics import hypervolume
 from raytune_fed.space import Categorical, Float, Int, SearchSpace
 
 BRANIN_MIN = 0.397887
+SCIPY_FTOL = 2.220446049250313e-09  # L-BFGS-B's default, which scikit-learn's fit uses
 
 
 def branin(c: dict) -> float:
@@ -77,14 +78,24 @@ def test_gp_fit_matches_scikit_learn(noise, n, d):
     rng = np.random.default_rng(n + d)
     X, U = rng.random((n, d)), rng.random((7, d))
     y = np.sin(5 * X).sum(axis=1) + 0.05 * rng.standard_normal(n)
-    post = fit_gp(X, y, noise=noise)
+    post = fit_gp(X, y, noise=noise, ftol=SCIPY_FTOL)
     reference = _sklearn_gp(X, (y - y.mean()) / y.std(), noise)
     np.testing.assert_allclose(post.theta, reference.kernel_.theta, atol=1e-4)
+    assert post.log_marginal_likelihood == pytest.approx(reference.log_marginal_likelihood_value_, abs=1e-8)
     mu, sd = post.predict(U)
     mu_sk, sd_sk = reference.predict(U, return_std=True)
     np.testing.assert_allclose(mu, y.mean() + y.std() * mu_sk, atol=1e-5)
     if not noise:  # scikit-learn's std includes the white-noise level; ours is the latent one
         np.testing.assert_allclose(sd, y.std() * sd_sk, atol=1e-5)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_gp_fit_tolerance_stays_within_a_hundredth_of_the_tight_optimum(seed):
+    rng = np.random.default_rng(seed)
+    X = rng.random((40, 4))
+    y = np.abs(np.sin(6 * X[:, 0])) + X[:, 1] ** 2 + 0.01 * rng.standard_normal(40)
+    tight = fit_gp(X, y, noise=True, ftol=SCIPY_FTOL)
+    assert fit_gp(X, y, noise=True).log_marginal_likelihood == pytest.approx(tight.log_marginal_likelihood, abs=0.01)
 
 
 def test_gp_restarts_never_end_below_the_default_start():

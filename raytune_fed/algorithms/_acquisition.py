@@ -104,8 +104,15 @@ def random_distinct(rng: np.random.Generator, snap: Callable[[np.ndarray], np.nd
     return snapped[fresh[0]] if len(fresh) else snapped[0]
 
 
-def _is_new(points: np.ndarray, exclude: np.ndarray) -> np.ndarray:
+def _is_new(points: np.ndarray, exclude: np.ndarray, tol: float = 1e-9) -> np.ndarray:
+    """Rows of ``points`` farther than ``tol`` (in every coordinate) from each row of ``exclude``."""
+    new = np.ones(len(points), dtype=bool)
     if len(exclude) == 0:
-        return np.ones(len(points), dtype=bool)
-    close = np.all(np.abs(points[:, None, :] - exclude[None, :, :]) <= 1e-9, axis=2)
-    return ~close.any(axis=1)
+        return new
+    # squared distances by one product; only near pairs get the exact coordinate-wise test
+    d2 = np.sum(points * points, axis=1)[:, None] + np.sum(exclude * exclude, axis=1)[None, :] \
+        - 2.0 * points @ exclude.T
+    for i, j in zip(*np.nonzero(d2 <= 1e-8)):
+        if new[i] and np.all(np.abs(points[i] - exclude[j]) <= tol):
+            new[i] = False
+    return new

@@ -30,7 +30,10 @@ adapters in :mod:`raytune_fed.search` and the workflows drive it through four me
 
 How a subclass plugs in: call ``super().__init__(space, seed=..., n_objectives=...,
 n_initial_points=..., points_to_evaluate=...)`` and implement :meth:`SearchCore._propose`,
-which only runs once the design queue is empty.  Optional hooks: :meth:`_settings` (its
+which only runs once the design queue is empty; it reads the observations from
+``self._configs`` / ``self._Y`` / ``self._G`` and draws every random number from
+``self._rng`` (saved with the state).  A class attribute ``objectives_range`` bounds the
+number of objectives.  Optional hooks: :meth:`_settings` (its
 settings, compared by ``set_state``), :meth:`_core_state` / :meth:`_set_core_state` (its own
 JSON-safe state), :meth:`_on_tell` (react to new observations, e.g. finish a generation).
 A core needing another per-observation array besides ``constraints`` (a resource level, a

@@ -7,7 +7,7 @@ from typing import Any, Mapping, Sequence
 from raytune_fed._checks import check_int
 from raytune_fed.algorithms._acquisition import propose_config, random_config
 from raytune_fed.algorithms.base import Config, SearchCore
-from raytune_fed.algorithms.gp import GPSettings, check_gp_settings
+from raytune_fed.algorithms.gp import GP_BO_SETTINGS, GPSettings, check_gp_settings
 from raytune_fed.random import Seed
 from raytune_fed.space import SearchSpace
 
@@ -21,7 +21,8 @@ class GPMinimizer(SearchCore):
     seed : root seed; the same seed and the same tells give the same proposals.
     n_initial_points : size of the initial design (``points_to_evaluate`` count towards it).
     points_to_evaluate : configurations proposed first, always, in order.
-    gp : how the surrogate is fitted and EI maximised (:class:`GPSettings`).
+    gp : how the surrogate is fitted and EI maximised (:class:`GPSettings`; by default
+        ``GP_BO_SETTINGS``, which polishes 5 EI candidates).
 
     A batch ``ask(n)`` proposes one point at a time, earlier points of the batch and
     ``pending`` entering the GP as constant liars.  Before two results are told the
@@ -31,7 +32,7 @@ class GPMinimizer(SearchCore):
     objectives_range = (1, 1)
 
     def __init__(self, space: SearchSpace, *, seed: Seed, n_initial_points: int = 20,
-                 points_to_evaluate: Sequence[Mapping[str, Any]] = (), gp: GPSettings = GPSettings()) -> None:
+                 points_to_evaluate: Sequence[Mapping[str, Any]] = (), gp: GPSettings = GP_BO_SETTINGS) -> None:
         self.gp = check_gp_settings(gp)
         super().__init__(space, seed=seed, n_objectives=1, n_initial_points=check_int("n_initial_points",
                                                                                       n_initial_points, 1),

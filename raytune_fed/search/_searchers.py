@@ -6,7 +6,7 @@ from typing import Any, Mapping, Sequence
 
 from raytune_fed._checks import check_int
 from raytune_fed.algorithms import GPMinimizer, GPSettings, ParEGO
-from raytune_fed.algorithms.gp import check_gp_settings
+from raytune_fed.algorithms.gp import GP_BO_SETTINGS, check_gp_settings
 from raytune_fed.errors import ConfigError
 from raytune_fed.search._base import CoreSearcher
 from raytune_fed.space import SearchSpace
@@ -22,7 +22,7 @@ class GPSearch(CoreSearcher):
 
     def __init__(self, space: Mapping[str, Any] | SearchSpace | None = None, metric: str | None = None,
                  mode: str | None = None, points_to_evaluate: Sequence[Mapping[str, Any]] | None = None, *,
-                 seed: int, n_initial_points: int = 20, gp: GPSettings = GPSettings()) -> None:
+                 seed: int, n_initial_points: int = 20, gp: GPSettings = GP_BO_SETTINGS) -> None:
         options = {"n_initial_points": check_int("n_initial_points", n_initial_points, 1),
                    "gp": check_gp_settings(gp).to_dict()}
         super().__init__(space, metric, mode, points_to_evaluate, seed=seed, options=options)

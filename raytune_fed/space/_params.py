@@ -55,8 +55,18 @@ def _unit(u: Any) -> np.ndarray:
     return np.clip(np.nan_to_num(u, nan=0.0), 0.0, 1.0)
 
 
+class _Scalar:
+    """Scalar ``encode``/``decode`` through the vectorised forms, so both agree exactly."""
+
+    def encode(self, value: Any) -> float:
+        return float(self.encode_array(np.array([value], dtype=float))[0])
+
+    def decode(self, u: float) -> Any:
+        return self.decode_array(np.array([u], dtype=float))[0].item()
+
+
 @dataclass(frozen=True)
-class Float:
+class Float(_Scalar):
     """A real parameter on ``[low, high]``; ``log=True`` searches ``log(value)`` uniformly."""
 
     name: str
@@ -87,19 +97,13 @@ class Float:
     def contains_array(self, values: np.ndarray) -> np.ndarray:
         return (values >= self.low) & (values <= self.high)
 
-    def encode(self, value: float) -> float:
-        return float(self.encode_array(np.array([value], dtype=float))[0])
-
-    def decode(self, u: float) -> float:
-        return float(self.decode_array(np.array([u], dtype=float))[0])
-
     def contains(self, value: Any) -> bool:
         return isinstance(value, (int, float, np.number)) and not isinstance(value, (bool, np.bool_)) \
             and self.low <= float(value) <= self.high
 
 
 @dataclass(frozen=True)
-class Int:
+class Int(_Scalar):
     """An integer parameter on ``[low, high]`` (both inclusive)."""
 
     name: str
@@ -130,12 +134,6 @@ class Int:
 
     def contains_array(self, values: np.ndarray) -> np.ndarray:
         return (values == np.round(values)) & (values >= self.low) & (values <= self.high)
-
-    def encode(self, value: int) -> float:
-        return float(self.encode_array(np.array([value], dtype=float))[0])
-
-    def decode(self, u: float) -> int:
-        return int(self.decode_array(np.array([u], dtype=float))[0])
 
     def contains(self, value: Any) -> bool:
         return (isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
