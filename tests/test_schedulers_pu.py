@@ -147,7 +147,7 @@ def test_the_scheduler_survives_a_tuner_restore(ray_session, tmp_path):
 def test_state_is_explicit_versioned_and_json_safe(tmp_path):
     scheduler = PUHalvingScheduler(**SETTINGS, metric="score", mode="max")
     state = json.loads(json.dumps(scheduler.get_state()))
-    assert state["version"] == 1 and state["kind"] == "PUHalvingScheduler" and state["core"]["kind"] == \
+    assert state["version"] == 2 and state["kind"] == "PUHalvingScheduler" and state["core"]["kind"] == \
         "SuccessiveHalving"
     other = PUHalvingScheduler(**SETTINGS)
     other.set_state(state)
@@ -174,8 +174,8 @@ BAD_INPUT = [
     (lambda: PUHalvingScheduler(**{**SETTINGS, "budget_samples": 30}), r"budget_samples=30 gives 0 rows"),
     (lambda: PUHalvingScheduler(**SETTINGS, budget_seconds=-5), r"budget_seconds must be a finite number >= 0.0"),
     (lambda: PUHalvingScheduler(**{**SETTINGS, "schedule": "halving"}), r"unknown schedule 'halving'"),
-    (lambda: PUHalvingScheduler(**SETTINGS).set_state({"version": 2, "kind": "PUHalvingScheduler"}),
-     r"cannot restore state version 2"),
+    (lambda: PUHalvingScheduler(**SETTINGS).set_state({"version": 3, "kind": "PUHalvingScheduler"}),
+     r"cannot restore state version 3"),
     (lambda: PUHalvingScheduler(**SETTINGS).set_state({"version": 1}), r"malformed PUHalvingScheduler state"),
     (lambda: PUHalvingScheduler(**SETTINGS).restore("/nonexistent/state.json"), r"no scheduler state at"),
 ]
