@@ -116,3 +116,15 @@ def test_cli_runs_a_grid_on_ray_and_resumes(ray_session, tmp_path, capsys):
     again = pd.read_parquet(out / "results.parquet")
     compared = ["variant", "rep", "test_auc", "config", "rows_used", "prior"]
     assert again[compared].to_json() == first[compared].to_json()
+
+
+def test_a_cell_key_holds_only_the_settings_its_method_uses():
+    small = PUGridSettings(datasets=("titanic",), cs=(0.1,), methods=("ode", "upu"), n_reps=1)
+    grown = PUGridSettings(datasets=("titanic", "chess"), cs=(0.1, 0.2), methods=("ode", "upu", "supervised"),
+                           n_reps=2, baseline_configs=5, supervised_trials=3)
+    keys = {c.variant: c.key for c in build_grid(small)}
+    again = {c.variant: c.key for c in build_grid(grown) if (c.dataset, c.c, c.rep) == ("titanic", 0.1, 0)}
+    assert again["ode-ipm-selfpaced"] == keys["ode-ipm-selfpaced"]   # ODE does not use baseline settings
+    assert again["upu"] != keys["upu"]                                # the thinned baseline is another cell
+    budget = PUGridSettings(datasets=("titanic",), cs=(0.1,), methods=("ode",), n_reps=1, budget_samples=5000)
+    assert build_grid(budget)[0].key != keys["ode-ipm-selfpaced"]

@@ -98,13 +98,20 @@ class PUCell(Cell):
     settings: PUGridSettings = field(repr=False)
 
     def config(self) -> dict[str, Any]:
+        """The cell's coordinates and only the settings its method uses (so grids that differ elsewhere
+        share this cell's stored result)."""
         s = self.settings
-        shared = {"budget_samples": s.budget_samples, "budget_seconds": s.budget_seconds, "seed": s.seed,
-                  "asynchronous": s.asynchronous, "supervised_trials": s.supervised_trials,
-                  "baseline_configs": s.baseline_configs, "target": s.target}
-        return {"workflow": "pu", "dataset": self.dataset, "c": self.c, "rep": self.rep, "method": self.method,
-                "evaluator": self.evaluator, "schedule": self.schedule, "control_variate": self.control_variate,
-                **shared}
+        own: dict[str, Any] = {}
+        if self.method == "ode":
+            own = {"evaluator": self.evaluator, "schedule": self.schedule, "control_variate": self.control_variate,
+                   "budget_samples": s.budget_samples, "budget_seconds": s.budget_seconds,
+                   "asynchronous": s.asynchronous}
+        elif self.method in ("upu", "nnpu"):
+            own = {"baseline_configs": s.baseline_configs}
+        elif self.method == "supervised":
+            own = {"supervised_trials": s.supervised_trials}
+        return {"workflow": "pu", "dataset": self.dataset, "target": s.target, "c": self.c, "rep": self.rep,
+                "seed": s.seed, "method": self.method, **own}
 
     @property
     def coordinates(self) -> tuple[int | str, ...]:
