@@ -75,7 +75,7 @@ PAPER = {
 def _grid(args, part: str, **settings) -> dict:
     """Run (or resume) one part's grid; its rows and tables."""
     base = {"n_reps": args.reps, "seed": args.seed, "supervised_trials": args.supervised_trials,
-            "baseline_configs": args.baseline_configs}
+            "baseline_configs": args.baseline_configs, "prior": args.prior}
     grid = PUGridSettings(**{**base, **settings})
     executor = InProcessExecutor() if args.in_process else RayExecutor()
     frame = run_grid(grid, out=Path(args.root) / part, address=args.address, num_cpus=args.num_cpus,
@@ -203,6 +203,8 @@ def main(argv=None) -> None:
     p.add_argument("--address", default=None)
     p.add_argument("--num-cpus", type=int, default=None)
     p.add_argument("--in-process", action="store_true", help="run the grids in this process instead of on Ray")
+    p.add_argument("--prior", default="tice", choices=("tice", "true"),
+                   help="true: train/select with the split's true prior (an oracle; use another --root)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--root", default="results/bench_pu", help="directory of the parts' grids (resumable)")
     p.add_argument("--out", default="results/bench_pu.json")

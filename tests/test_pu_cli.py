@@ -128,3 +128,7 @@ def test_a_cell_key_holds_only_the_settings_its_method_uses():
     assert again["upu"] != keys["upu"]                                # the thinned baseline is another cell
     budget = PUGridSettings(datasets=("titanic",), cs=(0.1,), methods=("ode",), n_reps=1, budget_samples=5000)
     assert build_grid(budget)[0].key != keys["ode-ipm-selfpaced"]
+    oracle = PUGridSettings(datasets=("titanic",), cs=(0.1,), methods=("ode",), n_reps=1, prior="true")
+    assert build_grid(oracle)[0].key != keys["ode-ipm-selfpaced"]
+    with pytest.raises(ConfigError, match=r"unknown prior source 'oracle'; known: \['tice', 'true'\]"):
+        PUGridSettings(prior="oracle")

@@ -42,6 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--supervised-trials", type=int, default=30, help="TPE trials of the supervised baseline")
     p.add_argument("--baseline-configs", type=int, default=None,
                    help="thin the uPU/nnPU baselines to this many configurations (reduced runs; default: all)")
+    p.add_argument("--prior", default="tice", choices=("tice", "true"),
+                   help="class prior for uPU/nnPU training and the baselines' risks: TIcE's estimate (default) or "
+                        "the split's true prior (an oracle, for diagnosis)")
     p.add_argument("--seed", type=int, default=0, help="root seed (default: %(default)s)")
     p.add_argument("--no-report", action="store_true", help="skip the figures and report page")
     add_grid_options(p, "results/pu")
@@ -56,7 +59,7 @@ def run(args: argparse.Namespace) -> None:
                               schedules=args.schedule, control_variates=cvs, budget_samples=args.budget_samples,
                               budget_seconds=args.budget_seconds, asynchronous=args.asynchronous, n_reps=args.reps,
                               seed=args.seed, supervised_trials=args.supervised_trials,
-                              baseline_configs=args.baseline_configs, target=args.target)
+                              baseline_configs=args.baseline_configs, target=args.target, prior=args.prior)
     frame = run_grid(settings, **grid_options(args))
     table = frame.groupby(["dataset", "c", "variant"], sort=False)["test_auc"].agg(["mean", "std", "count"])
     print((table * [100, 100, 1]).round(2).to_string())

@@ -31,7 +31,7 @@ from raytune_fed.errors import ConfigError
 from raytune_fed.grid import Cell, CellResult, Progress, RayExecutor, check_grid_size, run_cells
 from raytune_fed.metrics.pu import EVALUATORS
 from raytune_fed.store import ResultStore, write_atomic
-from raytune_fed.workflows.pu._methods import check_methods, run_method
+from raytune_fed.workflows.pu._methods import PRIOR_SOURCES, check_methods, run_method
 from raytune_fed.workflows.pu._ode import ODE_MIN_ROWS, ODESettings, configuration_set
 
 TIMING_COLUMNS = ("seconds",)
@@ -56,6 +56,7 @@ class PUGridSettings:
     supervised_trials: int = 30
     baseline_configs: int | None = None   # thin the uPU/nnPU baselines' grids (reduced runs only)
     target: str | None = None             # target column of a CSV/Parquet dataset
+    prior: str = "tice"                   # "true": the split's true prior (an oracle, for diagnosis)
 
     def __post_init__(self) -> None:
         check_unique("datasets", self.datasets)
@@ -65,6 +66,8 @@ class PUGridSettings:
             check_share("c", c, 0.0, 1.0, low_open=True)
         check_unique("c", self.cs)
         check_methods(self.methods)
+        if self.prior not in PRIOR_SOURCES:
+            raise ConfigError(f"unknown prior source {self.prior!r}; known: {list(PRIOR_SOURCES)}")
         for e in check_unique("evaluators", self.evaluators):
             if e not in EVALUATORS:
                 raise ConfigError(f"unknown evaluator {e!r}; known evaluators: {list(EVALUATORS)}")
@@ -110,6 +113,8 @@ class PUCell(Cell):
             own = {"baseline_configs": s.baseline_configs}
         elif self.method == "supervised":
             own = {"supervised_trials": s.supervised_trials}
+        if self.method in ("ode", "upu", "nnpu") and s.prior != "tice":
+            own["prior"] = s.prior
         return {"workflow": "pu", "dataset": self.dataset, "target": s.target, "c": self.c, "rep": self.rep,
                 "seed": s.seed, "method": self.method, **own}
 
@@ -171,7 +176,7 @@ def run_cell(cell: PUCell) -> CellResult:
                       budget_samples=s.budget_samples, budget_seconds=s.budget_seconds, asynchronous=s.asynchronous)
     started = time.perf_counter()
     result = run_method(cell.method, split, seed=cell.seed(), ode=ode, supervised_trials=s.supervised_trials,
-                        max_configs=s.baseline_configs)
+                        max_configs=s.baseline_configs, prior=s.prior)
     seconds = time.perf_counter() - started
     row = {"dataset": cell.dataset, "c": cell.c, "rep": cell.rep, "method": cell.method, "variant": cell.variant,
            "evaluator": cell.evaluator, "schedule": cell.schedule, "control_variate": cell.control_variate,
