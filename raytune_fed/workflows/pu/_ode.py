@@ -32,6 +32,8 @@ from raytune_fed.random import as_generator, derive, seed_int
 from raytune_fed.simulation import PUSplit
 
 ODE_MIN_ROWS = 2
+FIT_FAILURES = (ValueError, np.linalg.LinAlgError, FloatingPointError)
+"""What a fit on a few rows may raise (e.g. every feature constant): the job is discarded, it ranks last."""
 
 
 @dataclass(frozen=True)
@@ -141,7 +143,7 @@ def run_ode(split: PUSplit, settings: ODESettings, *, prior: float, seed: Any,
                 values.append(-pu_score(split.s_val, scores, evaluator=settings.evaluator, ratio=ratio))
                 done.append(job)
                 seconds.append(time.perf_counter() - t0)
-            except (ValueError, np.linalg.LinAlgError, FloatingPointError):
+            except FIT_FAILURES:
                 failed.append(job)
         if done:
             core.tell(done, np.asarray(values)[:, None], seconds=seconds)
