@@ -1,28 +1,31 @@
-"""Benchmark ODE (PU model selection) against its baselines, as in the paper's section 5.
+"""Benchmark ODE (PU model selection) against its baselines, as in the paper's section 5, on the PU grid.
 
-Parts (``--parts``, all by default):
+Every part but ``tune`` is a grid of :func:`raytune_fed.workflows.pu.run_grid` (the engine
+behind ``raytune-fed pu``) in its own directory under ``--root``, so an interrupted run
+resumes where it stopped and a part can be grown (more c values, methods, replications)
+without recomputing the cells it already holds.  Parts (``--parts``, all by default):
 
-* ``main`` - Table 2 and Figures 3-5: every dataset x label frequency c x replication x
-  method; methods ``ode`` (IPM, control variate, self-paced), ``ode-auc`` (AUC_PU),
-  ``upu``, ``nnpu``, ``wsvm``, ``supervised``; test AUC, seconds, the prior used.
+* ``main`` - Tables 2 and Figures 3-5: datasets x c x replications x methods (ODE with
+  IPM_PU and/or AUC_PU, self-paced schedule, control variate; baselines uPU, nnPU, WSVM,
+  supervised); test AUC, seconds, the prior used.
 * ``schedules`` - Table 4: ODE-IPM with each pruning schedule.
-* ``cv`` - Table 5: ODE-IPM with and without the control variate (exp schedule, the rows
-  of the paper's Table 5 equal its Table 4 exp-schedule row).
-* ``timing`` - Table 6: training seconds of WSVM, uPU, nnPU and ODE at c = 0.6, B = N,
-  no time budget, and each method's ratio to ODE.
+* ``cv`` - Table 5: ODE-IPM, exp schedule, with and without the control variate (the
+  paper's Table 5 "with" row equals its Table 4 exp row).
+* ``timing`` - Table 6: seconds of WSVM, uPU, nnPU and ODE at c = 0.6, B = N, one
+  replication; a thinned baseline grid (``--baseline-configs``) is scaled up to its full
+  size (uPU 100, nnPU 500 configurations) for the ratios.
 * ``tune`` - the Tune path: ODE through ``PUHalvingScheduler`` (synchronous and
-  asynchronous) against the in-process core on one dataset: wall seconds, training
-  seconds, trial-rungs, Tune's cost per trial-rung, cores busy, the selected test AUC, and
-  whether the synchronous Tune run picked the in-process core's configuration.
+  asynchronous) against the in-process core on one split: wall and training seconds,
+  trial-rungs, Tune's cost per trial-rung, cores busy, selected test AUC, and whether the
+  synchronous run picked the in-process core's configuration.
 
-Every cell gets its own split and seeds from ``derive(seed, dataset, c, rep)``; the
-methods of a cell share the split.  Datasets: twonorm, spambase, chess (kr-vs-kp),
-satimage (class 1 vs rest), texture (class 2 vs rest), titanic; ethn is not available.
+Cells derive their streams from ``derive(seed, dataset, "c=<c>", rep)``, the same as
+``raytune-fed pu``.  Datasets: twonorm, spambase, chess (kr-vs-kp), satimage (class 1 vs
+rest), texture (class 2 vs rest), titanic; the paper's ethn is not available.
 
-Run ``python experiments/bench_pu.py`` for the full benchmark (long: the nnPU baseline
-trains 500 networks per cell) or, e.g., ``--quick`` (twonorm and spambase at c = 0.01, 3
-replications, nnPU baseline thinned to 25 configurations, 10 TPE trials).  Results go to
-``results/bench_pu.json`` unless ``--out`` says otherwise.
+``python experiments/bench_pu.py`` runs the full benchmark (long: the nnPU baseline trains
+500 networks per cell); ``--parts main --methods ode`` e.g. runs ODE-IPM alone.  The report
+(tables beside the paper's numbers) goes to ``--out`` (default ``results/bench_pu.json``).
 """
 
 from __future__ import annotations
@@ -35,18 +38,17 @@ import time
 from pathlib import Path
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
-from raytune_fed.data import load_dataset
-from raytune_fed.random import derive
-from raytune_fed.simulation import pu_dataset, pu_split
-from raytune_fed.workflows.pu import ODESettings, estimate_prior, run_method, run_ode
+from raytune_fed.grid import InProcessExecutor, RayExecutor, make_progress
+from raytune_fed.workflows.pu import PUGridSettings, estimate_prior, run_grid, run_ode, summarize
+from raytune_fed.workflows.pu._grid import PUCell, cell_split
+from raytune_fed.workflows.pu._ode import ODESettings
 
 DATASETS = ("twonorm", "spambase", "chess", "satimage", "texture", "titanic")
 CS = (0.01, 0.05, 0.1, 0.2)
-MAIN_METHODS = ("ode", "ode-auc", "upu", "nnpu", "wsvm", "supervised")
-SCHEDULE_NAMES = ("sh", "log", "exp", "linear", "selfpaced")
 PARTS = ("main", "schedules", "cv", "timing", "tune")
+SCHEDULE_NAMES = ("sh", "log", "exp", "linear", "selfpaced")
+FULL_GRID = {"upu": 100, "nnpu": 500}
 
 # The paper's numbers (AUC %, training seconds) for the closing comparison.
 PAPER = {
@@ -70,87 +72,62 @@ PAPER = {
 }
 
 
-def _split(dataset: str, c: float, rep: int, seed: int):
-    data = pu_dataset(load_dataset(dataset))
-    cell = derive(seed, dataset, f"c={c}", rep)
-    return pu_split(data.X, data.y, c=c, seed=cell, name=dataset), cell
+def _grid(args, part: str, **settings) -> dict:
+    """Run (or resume) one part's grid; its rows and tables."""
+    base = {"n_reps": args.reps, "seed": args.seed, "supervised_trials": args.supervised_trials,
+            "baseline_configs": args.baseline_configs, "prior": args.prior}
+    grid = PUGridSettings(**{**base, **settings})
+    executor = InProcessExecutor() if args.in_process else RayExecutor()
+    frame = run_grid(grid, out=Path(args.root) / part, address=args.address, num_cpus=args.num_cpus,
+                     progress=make_progress(), executor=executor)
+    keep = [c for c in frame.columns if c != "cell_key"]
+    return {"settings": settings, "rows": json.loads(frame[keep].to_json(orient="records")),
+            "tables": summarize(frame)["tables"]}
 
 
-def _ode_settings(method: str, **changes) -> ODESettings:
-    return ODESettings(evaluator="auc" if method == "ode-auc" else "ipm", **changes)
+def part_main(args) -> dict:
+    evaluators = tuple(e for e in ("ipm", "auc") if f"ode-{e}" in args.methods)
+    methods = (("ode",) if evaluators else ()) + tuple(m for m in args.methods if not m.startswith("ode"))
+    return _grid(args, "main", datasets=tuple(args.datasets), cs=tuple(args.c), methods=methods,
+                 evaluators=evaluators or ("ipm",))
 
 
-def _run(method: str, split, cell, args, **ode_changes) -> dict:
-    base = "ode" if method.startswith("ode") else method
-    result = run_method(base, split, seed=cell, ode=_ode_settings(method, **ode_changes),
-                        supervised_trials=args.supervised_trials,
-                        max_configs=args.nnpu_configs if base == "nnpu" else None)
-    return {"method": method, "test_auc": result.test_auc, "seconds": result.seconds, "prior": result.prior,
-            "config": result.config, "rows_used": result.rows_used}
+def part_schedules(args) -> dict:
+    return _grid(args, "schedules", datasets=tuple(args.ablation_datasets), cs=tuple(args.ablation_c),
+                 methods=("ode",), schedules=SCHEDULE_NAMES, n_reps=args.ablation_reps)
 
 
-def _cells(args, datasets, cs):
-    for dataset in datasets:
-        for c in cs:
-            for rep in range(args.reps):
-                split, cell = _split(dataset, c, rep, args.seed)
-                yield dataset, c, rep, split, cell
+def part_cv(args) -> dict:
+    return _grid(args, "cv", datasets=tuple(args.ablation_datasets), cs=tuple(args.ablation_c), methods=("ode",),
+                 schedules=("exp",), control_variates=(True, False), n_reps=args.ablation_reps)
 
 
-def part_main(args) -> list[dict]:
-    rows = []
-    for dataset, c, rep, split, cell in _cells(args, args.datasets, args.c):
-        for method in args.methods:
-            row = {"dataset": dataset, "c": c, "rep": rep, "true_prior": split.unlabelled_prior(),
-                   **_run(method, split, cell, args)}
-            rows.append(row)
-            print(json.dumps({k: row[k] for k in ("dataset", "c", "rep", "method", "test_auc", "seconds")}),
-                  flush=True)
-    return rows
+def part_timing(args) -> dict:
+    result = _grid(args, "timing", datasets=tuple(args.timing_datasets), cs=(0.6,),
+                   methods=("wsvm", "upu", "nnpu", "ode"), n_reps=1)
+    used = args.baseline_configs
+    seconds: dict = {}
+    for row in result["rows"]:
+        scale = FULL_GRID[row["method"]] / min(used, FULL_GRID[row["method"]]) if used and row["method"] in \
+            FULL_GRID else 1.0
+        seconds.setdefault(row["dataset"], {}).setdefault(row["method"], []).append(row["seconds"] * scale)
+    full = {d: {m: float(np.mean(v)) for m, v in by.items()} for d, by in seconds.items()}
+    ratios = {d: {m: s / by["ode"] for m, s in by.items()} for d, by in full.items() if by.get("ode")}
+    mean_ratio = {m: float(np.mean([r[m] for r in ratios.values() if m in r])) for m in ("wsvm", "upu", "nnpu")}
+    result.update(seconds_full_grid=full, ratio_to_ode=ratios, mean_ratio_to_ode=mean_ratio)
+    return result
 
 
-def part_schedules(args) -> list[dict]:
-    rows = []
-    for dataset, c, rep, split, cell in _cells(args, args.ablation_datasets, args.ablation_c):
-        prior = estimate_prior(split, cell)
-        for schedule in SCHEDULE_NAMES:
-            r = run_ode(split, ODESettings(schedule=schedule), prior=prior, seed=cell)
-            rows.append({"dataset": dataset, "c": c, "rep": rep, "schedule": schedule, "test_auc": r.test_auc,
-                         "rows_used": r.rows_used, "seconds": r.seconds})
-            print(json.dumps(rows[-1]), flush=True)
-    return rows
-
-
-def part_cv(args) -> list[dict]:
-    rows = []
-    for dataset, c, rep, split, cell in _cells(args, args.ablation_datasets, args.ablation_c):
-        prior = estimate_prior(split, cell)
-        for cv in (False, True):
-            r = run_ode(split, ODESettings(schedule="exp", control_variate=cv), prior=prior, seed=cell)
-            rows.append({"dataset": dataset, "c": c, "rep": rep, "control_variate": cv, "test_auc": r.test_auc})
-            print(json.dumps(rows[-1]), flush=True)
-    return rows
-
-
-def part_timing(args) -> list[dict]:
-    rows = []
-    for dataset, c, rep, split, cell in _cells(args, args.datasets, (0.6,)):
-        for method in ("wsvm", "upu", "nnpu", "ode"):
-            row = {"dataset": dataset, "c": c, "rep": rep, **_run(method, split, cell, args)}
-            row["n_configs"] = {"upu": 100, "nnpu": args.nnpu_configs or 500, "ode": 100, "wsvm": 1}[method]
-            rows.append(row)
-            print(json.dumps({k: row[k] for k in ("dataset", "rep", "method", "seconds", "n_configs")}), flush=True)
-    return rows
-
-
-def part_tune(args) -> list[dict]:
+def part_tune(args) -> dict:
     from raytune_fed.runtime import connect
     from raytune_fed.workflows.pu import run_ode_tune
 
     connect(address=args.address, num_cpus=args.num_cpus)
-    rows = []
-    split, cell = _split(args.tune_dataset, args.tune_c, 0, args.seed)
+    probe = PUCell(args.tune_dataset, args.tune_c, 0, "ode", "ipm", "selfpaced", True,
+                   settings=PUGridSettings(datasets=(args.tune_dataset,), cs=(args.tune_c,), seed=args.seed))
+    split, cell = cell_split(probe), probe.seed()
     prior = estimate_prior(split, cell)
+    rows = []
     with tempfile.TemporaryDirectory() as store:
         for asynchronous in (False, True):
             settings = ODESettings(asynchronous=asynchronous)
@@ -159,7 +136,6 @@ def part_tune(args) -> list[dict]:
             core_wall = time.perf_counter() - t0
             tuned = run_ode_tune(split, settings, prior=prior, seed=cell, storage_path=store,
                                  name=f"ode_{'async' if asynchronous else 'sync'}")
-            busy = tuned.train_seconds / (tuned.wall_seconds * tuned.n_cpus)
             rows.append({
                 "dataset": args.tune_dataset, "c": args.tune_c, "mode": "async" if asynchronous else "sync",
                 "core_wall_seconds": core_wall, "core_test_auc": core.test_auc,
@@ -168,86 +144,86 @@ def part_tune(args) -> list[dict]:
                 "tune_cost_cpu_seconds_per_trial_rung":
                     (tuned.wall_seconds * tuned.n_cpus - tuned.train_seconds) / tuned.n_trial_rungs,
                 "train_seconds_per_trial_rung": tuned.train_seconds / tuned.n_trial_rungs,
-                "cores_busy": busy, "tune_test_auc": tuned.test_auc,
-                "same_choice_as_core": tuned.config == core.config, "rows_used": tuned.rows_used})
+                "cores_busy": tuned.train_seconds / (tuned.wall_seconds * tuned.n_cpus),
+                "tune_test_auc": tuned.test_auc, "same_choice_as_core": tuned.config == core.config,
+                "rows_used": tuned.rows_used})
             print(json.dumps(rows[-1]), flush=True)
-    return rows
+    return {"rows": rows}
 
 
-def summarise(report: dict) -> dict:
-    def mean_by(rows, keys, value="test_auc"):
-        groups: dict = {}
-        for row in rows:
-            groups.setdefault(tuple(row[k] for k in keys), []).append(row[value])
-        return {" | ".join(str(k) for k in key): {"mean": float(np.mean(v)), "sd": float(np.std(v)), "n": len(v)}
-                for key, v in sorted(groups.items())}
+def comparison(report: dict) -> dict:
+    """Our means beside the paper's numbers (AUC %), with the difference."""
+    out: dict = {}
 
-    summary = {}
-    if report.get("main"):
-        summary["test_auc_by_dataset_c_method"] = mean_by(report["main"], ("dataset", "c", "method"))
-    if report.get("schedules"):
-        summary["test_auc_by_schedule"] = mean_by(report["schedules"], ("dataset", "c", "schedule"))
-    if report.get("cv"):
-        summary["test_auc_by_control_variate"] = mean_by(report["cv"], ("dataset", "c", "control_variate"))
-    if report.get("timing"):
-        for row in report["timing"]:      # a thinned nnPU grid: scale its seconds up to the full 500
-            full = 500 if row["method"] == "nnpu" else row["n_configs"]
-            row["seconds_full_grid"] = row["seconds"] * full / row["n_configs"]
-        secs = mean_by(report["timing"], ("dataset", "method"), "seconds_full_grid")
-        ratios = {}
-        for key, cell in secs.items():
-            dataset, method = key.split(" | ")
-            ode = secs.get(f"{dataset} | ode")
-            if ode:
-                ratios[key] = cell["mean"] / ode["mean"]
-        summary["timing_seconds_full_grid"], summary["timing_ratio_to_ode"] = secs, ratios
-    return summary
+    def table(rows, column, value):
+        return {(r["dataset"], r["c"]): r for r in rows if r[column] == value}
+
+    main = report.get("main", {}).get("tables", {})
+    for evaluator, key in (("ipm", "table2_ode_ipm_c0.01"), ("auc", "table2_ode_auc_c0.01")):
+        ours = table(main.get("table2_test_auc", []), "column", f"ode-{evaluator}")
+        out[key] = {d: {"paper": p, "ours": ours[(d, 0.01)]["mean"], "sd": ours[(d, 0.01)]["sd"],
+                        "n": ours[(d, 0.01)]["n"], "ours_minus_paper": ours[(d, 0.01)]["mean"] - p}
+                    for d, p in PAPER[key].items() if (d, 0.01) in ours}
+    sched = report.get("schedules", {}).get("tables", {}).get("table4_schedules", [])
+    if sched:
+        out["table4"] = {s: {d: {"paper": p, "ours": r["mean"], "n": r["n"]}
+                             for d, p in PAPER["table4"][s].items()
+                             for r in sched if r["schedule"] == s and r["dataset"] == d and r["c"] == 0.01}
+                         for s in SCHEDULE_NAMES}
+    cv = report.get("cv", {}).get("tables", {}).get("table5_control_variate", [])
+    if cv:
+        out["table5"] = {name: {d: {"paper": p, "ours": r["mean"], "n": r["n"]}
+                                for d, p in PAPER["table5"][name].items()
+                                for r in cv if r["control_variate"] == (name == "with") and r["dataset"] == d
+                                and r["c"] == 0.01}
+                         for name in ("with", "without")}
+    if "timing" in report:
+        out["table6_mean_ratio_to_ode"] = {m: {"paper": PAPER["table6_mean_ratio_to_ode"][m], "ours": r}
+                                           for m, r in report["timing"]["mean_ratio_to_ode"].items()}
+    return out
 
 
 def main(argv=None) -> None:
+    csv = lambda text: [x for x in text.split(",") if x]  # noqa: E731
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--parts", default=",".join(PARTS))
-    p.add_argument("--datasets", default=",".join(DATASETS))
-    p.add_argument("--c", default=",".join(str(c) for c in CS))
-    p.add_argument("--methods", default=",".join(MAIN_METHODS))
+    p.add_argument("--parts", type=csv, default=list(PARTS))
+    p.add_argument("--datasets", type=csv, default=list(DATASETS))
+    p.add_argument("--c", type=lambda t: [float(x) for x in csv(t)], default=list(CS))
+    p.add_argument("--methods", type=csv, default=["ode-ipm", "ode-auc", "upu", "nnpu", "wsvm", "supervised"])
     p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--ablation-datasets", default="titanic,chess,satimage")
-    p.add_argument("--ablation-c", default="0.01")
-    p.add_argument("--nnpu-configs", type=int, default=None, help="thin the nnPU baseline grid (default: all 500)")
+    p.add_argument("--ablation-datasets", type=csv, default=["titanic", "chess", "satimage"])
+    p.add_argument("--ablation-c", type=lambda t: [float(x) for x in csv(t)], default=[0.01])
+    p.add_argument("--ablation-reps", type=int, default=3)
+    p.add_argument("--timing-datasets", type=csv, default=["satimage", "spambase", "texture", "titanic", "twonorm"])
+    p.add_argument("--baseline-configs", type=int, default=None,
+                   help="thin the uPU/nnPU baselines to this many configurations (default: all)")
     p.add_argument("--supervised-trials", type=int, default=30)
-    p.add_argument("--tune-dataset", default="spambase")
+    p.add_argument("--tune-dataset", default="titanic")
     p.add_argument("--tune-c", type=float, default=0.1)
     p.add_argument("--address", default=None)
     p.add_argument("--num-cpus", type=int, default=None)
+    p.add_argument("--in-process", action="store_true", help="run the grids in this process instead of on Ray")
+    p.add_argument("--prior", default="tice", choices=("tice", "true"),
+                   help="true: train/select with the split's true prior (an oracle; use another --root)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quick", action="store_true")
+    p.add_argument("--root", default="results/bench_pu", help="directory of the parts' grids (resumable)")
     p.add_argument("--out", default="results/bench_pu.json")
     args = p.parse_args(argv)
-    if args.quick:
-        args.datasets, args.c, args.nnpu_configs, args.supervised_trials = "twonorm,spambase", "0.01", 25, 10
-    args.parts = [x for x in args.parts.split(",") if x]
-    args.datasets = args.datasets.split(",")
-    args.c = [float(c) for c in args.c.split(",")]
-    args.methods = args.methods.split(",")
-    args.ablation_datasets = args.ablation_datasets.split(",")
-    args.ablation_c = [float(c) for c in args.ablation_c.split(",")]
-    unknown = sorted(set(args.parts) - set(PARTS)) + sorted(set(args.methods) - set(MAIN_METHODS))
+    unknown = sorted(set(args.parts) - set(PARTS))
     if unknown:
-        p.error(f"unknown parts or methods {unknown}")
+        p.error(f"unknown parts {unknown}; known: {list(PARTS)}")
 
-    report = {"settings": {k: v for k, v in vars(args).items()},
-              "machine": {"python": platform.python_version(), "platform": platform.platform()},
-              "paper": PAPER}
+    report: dict = {"settings": vars(args), "paper": PAPER,
+                    "machine": {"python": platform.python_version(), "platform": platform.platform()}}
     started = time.perf_counter()
-    with threadpool_limits(1):          # one BLAS thread: timings per core, no oversubscription
-        for part in args.parts:
-            report[part] = globals()[f"part_{part}"](args)
-    report["summary"] = summarise(report)
+    for part in args.parts:
+        report[part] = globals()[f"part_{part}"](args)
+    report["comparison"] = comparison(report)
     report["seconds"] = time.perf_counter() - started
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2, default=str))
-    print(json.dumps(report["summary"], indent=2))
+    print(json.dumps(report["comparison"], indent=2))
 
 
 if __name__ == "__main__":

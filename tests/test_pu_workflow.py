@@ -86,3 +86,13 @@ BAD_INPUT = [
 def test_bad_input_is_refused_with_a_clear_message(split, call, message):
     with pytest.raises(ConfigError, match=message):
         call(split)
+
+
+def test_tune_path_and_in_process_core_pick_the_same_configuration(ray_session, split, tmp_path):
+    from raytune_fed.workflows.pu import run_ode_tune
+
+    settings = ODESettings(schedule="sh", budget_samples=2 * 4 * len(CONFIGS[:6]))
+    core = run_ode(split, settings, prior=0.3, seed=5, configs=CONFIGS[:6])
+    tuned = run_ode_tune(split, settings, prior=0.3, seed=5, storage_path=str(tmp_path), configs=CONFIGS[:6])
+    assert tuned.config == core.config and tuned.test_auc == core.test_auc
+    assert tuned.rows_used == core.rows_used <= settings.budget_samples

@@ -147,7 +147,7 @@ def test_the_scheduler_survives_a_tuner_restore(ray_session, tmp_path):
 def test_state_is_explicit_versioned_and_json_safe(tmp_path):
     scheduler = PUHalvingScheduler(**SETTINGS, metric="score", mode="max")
     state = json.loads(json.dumps(scheduler.get_state()))
-    assert state["version"] == 1 and state["kind"] == "PUHalvingScheduler" and state["core"]["kind"] == \
+    assert state["version"] == 2 and state["kind"] == "PUHalvingScheduler" and state["core"]["kind"] == \
         "SuccessiveHalving"
     other = PUHalvingScheduler(**SETTINGS)
     other.set_state(state)
@@ -174,8 +174,8 @@ BAD_INPUT = [
     (lambda: PUHalvingScheduler(**{**SETTINGS, "budget_samples": 30}), r"budget_samples=30 gives 0 rows"),
     (lambda: PUHalvingScheduler(**SETTINGS, budget_seconds=-5), r"budget_seconds must be a finite number >= 0.0"),
     (lambda: PUHalvingScheduler(**{**SETTINGS, "schedule": "halving"}), r"unknown schedule 'halving'"),
-    (lambda: PUHalvingScheduler(**SETTINGS).set_state({"version": 2, "kind": "PUHalvingScheduler"}),
-     r"cannot restore state version 2"),
+    (lambda: PUHalvingScheduler(**SETTINGS).set_state({"version": 3, "kind": "PUHalvingScheduler"}),
+     r"cannot restore state version 3"),
     (lambda: PUHalvingScheduler(**SETTINGS).set_state({"version": 1}), r"malformed PUHalvingScheduler state"),
     (lambda: PUHalvingScheduler(**SETTINGS).restore("/nonexistent/state.json"), r"no scheduler state at"),
 ]
@@ -185,3 +185,48 @@ BAD_INPUT = [
 def test_bad_input_is_refused_with_a_clear_message(call, message):
     with pytest.raises(ConfigError, match=message):
         call()
+
+
+class _Controller:
+    """Stands in for Tune's controller in a unit test of the scheduler's decisions (no Ray session)."""
+
+    def __init__(self, trials):
+        self.trials, self.stopped = trials, []
+
+    def get_trials(self):
+        return self.trials
+
+    def stop_trial(self, trial):
+        self.stopped.append(trial.trial_id)
+
+
+def _trial(i):
+    from types import SimpleNamespace
+
+    from ray.tune.experiment import Trial
+
+    return SimpleNamespace(trial_id=f"t{i}", status=Trial.PENDING, last_result={}, is_saving=False)
+
+
+def test_a_non_finite_report_ranks_last_and_the_trial_stops_once_its_rung_is_ranked():
+    from ray.tune.experiment import Trial
+    from ray.tune.schedulers import TrialScheduler
+
+    scheduler = PUHalvingScheduler(**{**SETTINGS, "n_configs": 4}, metric="score", mode="max")
+    trials = [_trial(i) for i in range(4)]
+    controller = _Controller(trials)
+    for t in trials:
+        scheduler.on_trial_add(controller, t)
+    for _ in trials:                                  # Tune starts every trial of rung 0
+        scheduler.choose_trial_to_run(controller).status = Trial.RUNNING
+    rows = scheduler.rung_rows[0]
+    scores = {"t0": float("nan"), "t1": -0.3, "t2": -0.1, "t3": -0.2}
+    decisions = {}
+    for t in trials:
+        decisions[t.trial_id] = scheduler.on_trial_result(controller, t, {"score": scores[t.trial_id], "n_rows": rows})
+        t.status = Trial.PAUSED if decisions[t.trial_id] == TrialScheduler.PAUSE else t.status
+    assert decisions == {"t0": TrialScheduler.PAUSE, "t1": TrialScheduler.PAUSE, "t2": TrialScheduler.PAUSE,
+                         "t3": TrialScheduler.CONTINUE}
+    assert sorted(controller.stopped) == ["t0", "t1"]    # once rung 0 is ranked: t2 and t3 go on (sh keeps 2)
+    assert sorted(r for r in scheduler.results() if r[1] == 0) == [(0, 0, rows, float("inf")), (1, 0, rows, 0.3),
+                                                                   (2, 0, rows, 0.1), (3, 0, rows, 0.2)]

@@ -37,10 +37,19 @@ number of objectives.  Optional hooks: :meth:`_settings` (its
 settings, compared by ``set_state``), :meth:`_core_state` / :meth:`_set_core_state` (its own
 JSON-safe state), :meth:`_on_tell` (react to new observations, e.g. finish a generation).
 A core needing another per-observation array besides ``constraints`` (a resource level, a
-cost) adds a keyword to its own ``tell``, checks it, then calls ``super().tell``.  The
+cost) adds a keyword to its own ``tell``, checks it, then calls ``super().tell``; a core that
+must refuse an otherwise valid observation (a job it never issued, one told twice) does so in
+:meth:`_check_tell`, which runs after the shared checks and before anything is stored.  The
 design queue holds ``points_to_evaluate`` (always served first, in order) and then a Latin
 hypercube topping the design up to ``n_initial_points``; a core that brings its own
 initial population passes ``n_initial_points=0``.
+
+Job keys.  A core over a *finite* configuration set whose proposals carry more than a
+configuration (successive halving: which configuration, which rung, how many rows) lists
+those keys in :attr:`SearchCore.job_keys`.  ``ask`` returns them with every proposal,
+``tell``, ``discard`` and ``pending`` take them back, :attr:`~SearchCore.configs` keeps them,
+and only the other keys are checked against the space (:meth:`SearchCore.normalize`).
+A space parameter may not carry a job key's name.
 
 Randomness: ``seed`` is required (an int, a SeedSequence or a Generator through
 :mod:`raytune_fed.random`); the same seed and the same tells give the same proposals in
@@ -82,19 +91,24 @@ class SearchCore(ABC):
 
     #: smallest and largest number of objectives the core accepts (``None``: no upper limit)
     objectives_range: ClassVar[tuple[int, int | None]] = (1, None)
+    #: keys the core adds to its proposals besides the space's parameters (see the module notes)
+    job_keys: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, space: SearchSpace, *, seed: Seed, n_objectives: int = 1, n_constraints: int = 0,
                  n_initial_points: int = 0, points_to_evaluate: Sequence[Mapping[str, Any]] = ()) -> None:
         if not isinstance(space, SearchSpace):
             raise ConfigError(f"space must be a SearchSpace, got {type(space).__name__}")
         low, high = self.objectives_range
+        clash = sorted(set(space.names) & set(self.job_keys))
+        if clash:
+            raise ConfigError(f"the space of a {type(self).__name__} may not use its job keys {clash}")
         self.space = space
         self.n_objectives = check_int("n_objectives", n_objectives, low, high)
         self.n_constraints = check_int("n_constraints", n_constraints, 0)
         self.n_initial_points = check_int("n_initial_points", n_initial_points, 0)
         if isinstance(points_to_evaluate, Mapping) or not isinstance(points_to_evaluate, Sequence):
             raise ConfigError(f"points_to_evaluate must be a list of configurations, got {points_to_evaluate!r:.200}")
-        forced = space.normalize(points_to_evaluate, "a point to evaluate")
+        forced = self.normalize(points_to_evaluate, "a point to evaluate")
         self._rng = as_generator(seed)
         n_design = max(0, self.n_initial_points - len(forced))
         self._queue: list[Config] = forced + (space.latin_hypercube(n_design, self._rng) if n_design else [])
@@ -109,7 +123,7 @@ class SearchCore(ABC):
         n = check_int("n", n, 1)
         if isinstance(pending, Mapping) or not isinstance(pending, Sequence):
             raise ConfigError(f"pending must be a list of configurations, got {pending!r:.200}")
-        pending = self.space.normalize(pending, "a pending configuration")
+        pending = self.normalize(pending, "a pending configuration")
         out: list[Config] = []
         while len(out) < n:
             design = self._pop_design()
@@ -118,14 +132,14 @@ class SearchCore(ABC):
             out.append(design)
         if len(out) < n and not self.is_finished:
             proposed = self._propose(n - len(out), pending + out)
-            out.extend(self.space.normalize(proposed, f"a configuration proposed by {type(self).__name__}"))
+            out.extend(self.normalize(proposed, f"a configuration proposed by {type(self).__name__}"))
         return out
 
     def tell(self, configs: Sequence[Mapping[str, Any]], Y: Any, *, constraints: Any = None) -> None:
         """Record minimised objective rows ``Y`` (and constraint rows) of ``configs``."""
         if isinstance(configs, Mapping) or not isinstance(configs, Sequence):
             raise ConfigError(f"configs must be a list of configurations, got {configs!r:.200}")
-        configs = self.space.normalize(configs, "a told configuration")
+        configs = self.normalize(configs, "a told configuration")
         Y = _rows("Y", Y, len(configs), self.n_objectives, flat_ok=self.n_objectives == 1)
         if self.n_constraints == 0:
             if constraints is not None:
@@ -138,6 +152,7 @@ class SearchCore(ABC):
         else:
             G = _rows("constraints", constraints, len(configs), self.n_constraints,
                       flat_ok=self.n_constraints == 1)
+        self._check_tell(configs, Y, G)
         self._configs.extend(configs)
         self._Y = np.vstack([self._Y, Y])
         self._G = np.vstack([self._G, G])
@@ -145,7 +160,19 @@ class SearchCore(ABC):
 
     def discard(self, configs: Sequence[Mapping[str, Any]]) -> None:
         """Configurations asked but never to be told; checked, otherwise nothing to do here."""
-        self.space.normalize(configs, "a discarded configuration")
+        self.normalize(configs, "a discarded configuration")
+
+    def normalize(self, configs: Sequence[Mapping[str, Any]], what: str = "configuration") -> list[Config]:
+        """:meth:`SearchSpace.normalize` of the space's keys; :attr:`job_keys` pass through unchecked, last."""
+        if not self.job_keys:
+            return self.space.normalize(configs, what)
+        if isinstance(configs, Mapping) or not isinstance(configs, Sequence):
+            raise ConfigError(f"{what}s must be given as a list, got {configs!r:.200}")
+        for c in configs:
+            if not isinstance(c, Mapping):
+                raise ConfigError(f"{what} must be a mapping of parameter values, got {c!r:.200}")
+        plain = self.space.normalize([{k: v for k, v in c.items() if k not in self.job_keys} for c in configs], what)
+        return [{**p, **{k: c[k] for k in self.job_keys if k in c}} for p, c in zip(plain, configs)]
 
     @property
     def is_finished(self) -> bool:
@@ -246,8 +273,8 @@ class SearchCore(ABC):
         if not (np.isfinite(Y).all() and np.isfinite(G).all()) or not 0 <= n_forced <= len(queue):
             raise ConfigError(f"malformed {name} state: non-finite values or a design queue of {len(queue)} "
                               f"with n_forced={n_forced}")
-        configs = self.space.normalize(configs, "a configuration in the state")
-        queue = self.space.normalize(queue, "a design point in the state")
+        configs = self.normalize(configs, "a configuration in the state")
+        queue = self.normalize(queue, "a design point in the state")
         before = (self._configs, self._Y, self._G, self._queue, self._n_forced, self._rng)
         self._configs, self._Y, self._G, self._queue, self._n_forced, self._rng = configs, Y, G, queue, n_forced, rng
         try:
@@ -273,6 +300,9 @@ class SearchCore(ABC):
 
     def _set_core_state(self, state: Any) -> None:
         """Restore :meth:`_core_state`'s output; validate everything before assigning anything."""
+
+    def _check_tell(self, configs: list[Config], Y: np.ndarray, G: np.ndarray) -> None:
+        """Refuse checked observations the core cannot take (raise ConfigError); runs before storing."""
 
     def _on_tell(self, configs: list[Config], Y: np.ndarray, G: np.ndarray) -> None:
         """Called after checked observations were stored (nothing by default)."""

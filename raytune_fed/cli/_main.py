@@ -8,10 +8,10 @@ import sys
 import threading
 from typing import Any, Sequence
 
-from raytune_fed.cli import cmosb, datasets, report, rfms, site
+from raytune_fed.cli import cmosb, datasets, pu, report, rfms, site
 from raytune_fed.errors import RaytuneFedError
 
-COMMANDS = (datasets, rfms, report, site, cmosb)
+COMMANDS = (datasets, rfms, pu, cmosb, report, site)
 """Subcommand modules, in the order ``--help`` lists them; each has ``register(subparsers)``."""
 
 

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -59,7 +60,7 @@ if TYPE_CHECKING:
     from ray.tune.execution.tune_controller import TuneController
 
 logger = logging.getLogger(__name__)
-STATE_VERSION = 1
+STATE_VERSION = 2  # version 1 held the halving core's own state format, before the shared protocol
 
 
 class PUHalvingScheduler(TrialScheduler):
@@ -89,7 +90,7 @@ class PUHalvingScheduler(TrialScheduler):
         for name, value in (("resource_attr", resource_attr), ("time_attr", time_attr)):
             if not isinstance(value, str) or not value:
                 raise ConfigError(f"{name} must be a non-empty string, got {value!r}")
-        self._core = SuccessiveHalving([{} for _ in range(k)], n_rows=n_rows, seed=seed,
+        self._core = SuccessiveHalving([{"trial": i} for i in range(k)], n_rows=n_rows, seed=seed,
                                        budget_samples=budget_samples, budget_seconds=budget_seconds,
                                        schedule=schedule, eta0=eta0, mu=mu, min_rows=min_rows,
                                        asynchronous=asynchronous)
@@ -179,8 +180,14 @@ class PUHalvingScheduler(TrialScheduler):
                               f"{self._metric!r} and the rows trained on as {self._resource_attr!r}")
         job = self._job(i)
         if job is not None and rows == job["n_rows"]:
-            value = Objective(self._metric, self._mode).to_minimised(result[self._metric])
-            self._core.tell([job], [[value]], seconds=[float(result.get(self._time_attr, 0.0))])
+            value = _number(result[self._metric])
+            if math.isfinite(value):
+                value = Objective(self._metric, self._mode).to_minimised(value)
+                self._core.tell([job], [[value]], seconds=[float(result.get(self._time_attr, 0.0))])
+            else:
+                logger.warning("trial %s reported %s=%r at rung %d; it ranks last", trial.trial_id, self._metric,
+                               result[self._metric], job["rung"])
+                self._core.discard([job])
             return self._decide(tune_controller, trial)
         if job is not None and rows < job["n_rows"]:
             return TrialScheduler.CONTINUE           # an intermediate report, or a rung replayed after a restore
@@ -280,10 +287,17 @@ class PUHalvingScheduler(TrialScheduler):
         job = self._job(self._index(trial))
         if job is not None and not self._core.is_finished:
             logger.warning("trial %s ended without reporting rung %d; it ranks last", trial.trial_id, job["rung"])
-            self._core.tell([job], [[float("inf")]])
+            self._core.discard([job])
             self._pull()
             if stop_others:
                 self._stop_hopeless(tune_controller, exclude=trial.trial_id)
+
+
+def _number(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
 
 
 class PUHalvingStateCallback(Callback):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from raytune_fed.algorithms import GPMinimizer, ParEGO
+from raytune_fed.algorithms import GPMinimizer, ParEGO, SuccessiveHalving
 from raytune_fed.algorithms.nsga2 import NSGA2
 from raytune_fed.space import Categorical, Float, Int, SearchSpace
 from raytune_fed.testing._cores import CoreCase
@@ -87,9 +87,29 @@ def make_nsga2_search(seed):
                        constraints={"cost": ("<=", 4.0)}, constraint_handling="penalty")
 
 
+_HALVING_SET = [{"lr": lr, "kind": kind} for lr in (1e-4, 1e-3, 1e-2, 1e-1) for kind in ("a", "b", "c")]
+
+
+def halving_objective(job: dict) -> list[float]:
+    """A validation loss that shrinks with the rows trained on (what a halving core is told)."""
+    return [(math.log10(job["lr"]) + 2.5) ** 2 + _KIND[job["kind"]] + 10.0 / job["n_rows"]]
+
+
+def make_halving(seed) -> SuccessiveHalving:
+    return SuccessiveHalving(_HALVING_SET, n_rows=400, seed=seed, schedule="sh")
+
+
+def make_async_halving(seed) -> SuccessiveHalving:
+    return SuccessiveHalving(_HALVING_SET, n_rows=400, seed=seed, schedule="selfpaced", asynchronous=True)
+
+
 CORE_CASES = (CoreCase("GPMinimizer", make_gp_minimizer, one_objective),
               CoreCase("ParEGO", make_parego, two_objectives),
-              CoreCase("NSGA2", make_nsga2, two_objectives, constraints=depth_at_most_four, exact_batch=False))
+              CoreCase("NSGA2", make_nsga2, two_objectives, constraints=depth_at_most_four, exact_batch=False),
+              CoreCase("SuccessiveHalving", make_halving, halving_objective, n_rounds=12, exact_batch=False,
+                       best_is_lowest=False),
+              CoreCase("SuccessiveHalving-async", make_async_halving, halving_objective, n_rounds=12,
+                       exact_batch=False, best_is_lowest=False))
 SEARCHER_CASES = (SearcherCase("GPSearch", make_gp_search, tune_one_objective),
                   SearcherCase("ParEGOSearch", make_parego_search, tune_two_objectives),
                   SearcherCase("NSGA2Search", make_nsga2_search, tune_two_objectives_with_cost))

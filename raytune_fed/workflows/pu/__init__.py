@@ -7,7 +7,10 @@ paper leaves open are listed in ``docs/pu.md``.
 """
 
 from raytune_fed.workflows.pu._methods import METHOD_NAMES, MethodResult, check_methods, estimate_prior, run_method
+from raytune_fed.workflows.pu._grid import PUCell, PUGridSettings, build_grid, run_cell, run_grid
 from raytune_fed.workflows.pu._ode import ODESettings, SearchResult, configuration_set, nested_order, run_ode
+from raytune_fed.workflows.pu._report import write_report
+from raytune_fed.workflows.pu._summary import summarize
 
 
 
@@ -23,12 +26,19 @@ __all__ = [
     "METHOD_NAMES",
     "MethodResult",
     "ODESettings",
+    "PUCell",
+    "PUGridSettings",
     "SearchResult",
+    "build_grid",
     "check_methods",
     "configuration_set",
     "estimate_prior",
     "nested_order",
+    "run_cell",
+    "run_grid",
     "run_method",
     "run_ode",
     "run_ode_tune",
+    "summarize",
+    "write_report",
 ]

@@ -10,7 +10,8 @@
 
 Methods that need the class prior (``ode`` to train uPU, ``upu``, ``nnpu``) estimate it
 once per split with TIcE on the training rows; its time counts towards the method's
-seconds.  Every method reports the test AUC of its final model.
+seconds.  ``prior="true"`` gives them the split's true prior instead (an oracle, for
+diagnosing how much of a result is the estimate's).  Every method reports the test AUC of its final model.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from raytune_fed.simulation import PUSplit
 from raytune_fed.workflows.pu._ode import ODESettings, build_model, configuration_set, run_ode
 
 METHOD_NAMES = ("ode", "upu", "nnpu", "wsvm", "supervised")
+PRIOR_SOURCES = ("tice", "true")
 
 
 @dataclass
@@ -86,7 +88,7 @@ def _risk_selection(split: PUSplit, learner: str, prior: float, seed: Any,
 
 
 def run_method(name: str, split: PUSplit, *, seed: Any, ode: ODESettings | None = None,
-               supervised_trials: int = 30, max_configs: int | None = None) -> MethodResult:
+               supervised_trials: int = 30, max_configs: int | None = None, prior: str = "tice") -> MethodResult:
     """Run method ``name`` on ``split``; ``ode`` configures the ``ode`` method.
 
     ``max_configs`` thins the ``upu`` / ``nnpu`` baselines' grid to that many evenly spaced
@@ -107,7 +109,9 @@ def run_method(name: str, split: PUSplit, *, seed: Any, ode: ODESettings | None 
         model.fit(split.X_train, split.s_train, split.X_val, split.s_val)
         return MethodResult(name, auc(split.y_test, model.decision_function(split.X_test)), model.best_params_,
                             split.n_train * supervised_trials, time.perf_counter() - start, None)
-    prior = estimate_prior(split, seed)
+    if prior not in PRIOR_SOURCES:
+        raise ConfigError(f"unknown prior source {prior!r}; known: {list(PRIOR_SOURCES)}")
+    prior = estimate_prior(split, seed) if prior == "tice" else float(split.unlabelled_prior())
     if name == "ode":
         result = run_ode(split, ode or ODESettings(), prior=prior, seed=seed)
         return MethodResult(name, result.test_auc, result.config, result.rows_used + result.rows_final,

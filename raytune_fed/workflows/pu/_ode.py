@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from raytune_fed.algorithms.halving import SuccessiveHalving
+from raytune_fed.algorithms.halving import RESERVED_KEYS, SuccessiveHalving
 from raytune_fed.algorithms.schedules import DEFAULT_ETA0, DEFAULT_MU, check_schedule
 from raytune_fed.errors import ConfigError
 from raytune_fed.metrics import DensityRatio, auc, bounded_scores, pu_score
@@ -32,6 +32,8 @@ from raytune_fed.random import as_generator, derive, seed_int
 from raytune_fed.simulation import PUSplit
 
 ODE_MIN_ROWS = 2
+FIT_FAILURES = (ValueError, np.linalg.LinAlgError, FloatingPointError)
+"""What a fit on a few rows may raise (e.g. every feature constant): the job is discarded, it ranks last."""
 
 
 @dataclass(frozen=True)
@@ -74,13 +76,19 @@ class SearchResult:
 
 
 def configuration_set(learners: Sequence[str]) -> list[dict[str, Any]]:
-    """Omega: the Table-3 grid of every named PU learner, each config tagged with its learner."""
-    return [{"learner": name, **c} for name in learners for c in grid_configs(get_learner(name, task="pu"))]
+    """Omega: the Table-3 grid of every named PU learner, each config tagged with its learner.
+
+    In a union of grids a parameter of another learner is ``None`` (the halving core's
+    configurations share their keys); :func:`build_model` drops those.
+    """
+    configs = [{"learner": name, **c} for name in learners for c in grid_configs(get_learner(name, task="pu"))]
+    keys = list(dict.fromkeys(k for c in configs for k in c))
+    return [{k: c.get(k) for k in keys} for c in configs]
 
 
 def build_model(config: Mapping[str, Any], *, prior: float, seed: int) -> Any:
     """The unfitted pipeline of a tagged configuration, with the class prior set."""
-    params = {k: v for k, v in config.items() if k not in ("learner", "config_id", "rung", "n_rows")}
+    params = {k: v for k, v in config.items() if k not in ("learner", *RESERVED_KEYS) and v is not None}
     return get_learner(config["learner"], task="pu").build(params, seed=seed).set_params(model__prior=prior)
 
 
@@ -124,7 +132,7 @@ def run_ode(split: PUSplit, settings: ODESettings, *, prior: float, seed: Any,
         jobs = core.ask(len(configs))
         if not jobs:
             raise ConfigError("the halving core issued no job although the search is not finished")
-        values, seconds = [], []
+        done, values, seconds, failed = [], [], [], []
         for job in jobs:
             rows = order[:job["n_rows"]]
             rows_fed += rows.size
@@ -133,12 +141,17 @@ def run_ode(split: PUSplit, settings: ODESettings, *, prior: float, seed: Any,
                 model = build_model(job, prior=prior, seed=model_seed).fit(split.X_train[rows], split.s_train[rows])
                 scores = validation_scores(model, split.X_val)
                 values.append(-pu_score(split.s_val, scores, evaluator=settings.evaluator, ratio=ratio))
-            except (ValueError, np.linalg.LinAlgError, FloatingPointError):
-                values.append(np.inf)
-                n_failed += 1
-            seconds.append(time.perf_counter() - t0)
-        core.tell(jobs, np.asarray(values)[:, None], seconds=seconds)
-    best, value = core.best()
+                done.append(job)
+                seconds.append(time.perf_counter() - t0)
+            except FIT_FAILURES:
+                failed.append(job)
+        if done:
+            core.tell(done, np.asarray(values)[:, None], seconds=seconds)
+        if failed:
+            core.discard(failed)        # a failed fit ranks last in its rung
+            n_failed += len(failed)
+    best_id, value = core.best_id()
+    best = core.configuration(best_id)
     final = build_model(best, prior=prior, seed=model_seed).fit(split.X_train, split.s_train)
     test_auc = auc(split.y_test, final.decision_function(split.X_test))
     return SearchResult(config=best, value=-value, test_auc=test_auc, rows_used=core.rows_used,

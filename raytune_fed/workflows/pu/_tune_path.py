@@ -15,7 +15,7 @@ import os
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import ray
 from ray import tune
@@ -25,6 +25,7 @@ from raytune_fed.random import derive, seed_int
 from raytune_fed.schedulers import PUHalvingScheduler
 from raytune_fed.simulation import PUSplit
 from raytune_fed.workflows.pu._ode import (
+    FIT_FAILURES,
     ODE_MIN_ROWS,
     ODESettings,
     build_model,
@@ -61,9 +62,12 @@ def _trainable(trial_config: dict, data: dict) -> None:
     for rung in range(start, len(data["rows"])):
         t0 = time.perf_counter()
         rows = data["order"][:data["rows"][rung]]
-        model = build_model(config, prior=data["prior"], seed=data["model_seed"]).fit(X[rows], s[rows])
-        value = pu_score(data["s_val"], validation_scores(model, data["X_val"]), evaluator=data["evaluator"],
-                         ratio=data["ratio"])
+        try:
+            model = build_model(config, prior=data["prior"], seed=data["model_seed"]).fit(X[rows], s[rows])
+            value = pu_score(data["s_val"], validation_scores(model, data["X_val"]), evaluator=data["evaluator"],
+                             ratio=data["ratio"])
+        except FIT_FAILURES:
+            value = float("nan")     # as run_ode: the scheduler discards the job, it ranks last
         spent = time.perf_counter() - t0
         with tempfile.TemporaryDirectory() as d:
             with open(os.path.join(d, "rung.json"), "w") as f:
@@ -73,9 +77,12 @@ def _trainable(trial_config: dict, data: dict) -> None:
 
 
 def run_ode_tune(split: PUSplit, settings: ODESettings, *, prior: float, seed: Any, storage_path: str,
-                 name: str = "ode") -> TuneSearchResult:
-    """ODE on ``split`` as a Tune experiment (needs a Ray session); the choice is refitted and tested."""
-    configs = configuration_set(settings.learners)
+                 name: str = "ode", configs: Sequence[Mapping[str, Any]] | None = None) -> TuneSearchResult:
+    """ODE on ``split`` as a Tune experiment (needs a Ray session); the choice is refitted and tested.
+
+    ``configs`` replaces the learners' grid as Omega (as for :func:`run_ode`).
+    """
+    configs = configuration_set(settings.learners) if configs is None else [dict(c) for c in configs]
     budget = split.n_pu if settings.budget_samples is None else settings.budget_samples
     scheduler = PUHalvingScheduler(n_configs=len(configs), n_rows=split.n_train, seed=derive(seed, "ode", "ties"),
                                    budget_samples=budget, budget_seconds=settings.budget_seconds,

@@ -1,0 +1,81 @@
+"""What a PU grid concludes: the paper's tables as data (Tables 2, 4, 5, 6), from ``results.parquet`` rows.
+
+Every table is a mean over replications (with sd and count) of test AUC in percent, or of
+seconds for Table 6; a table needs the grid to hold what it compares (two evaluators for
+Table 2's ODE columns, two schedules for Table 4, both control-variate settings for
+Table 5) and is otherwise left out.  The *main* ODE variant (the one Tables 2 and 6 and
+the figures use) is the grid's first evaluator with the self-paced schedule and the
+control variate where the grid has them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+BASELINES = ("upu", "nnpu", "wsvm", "supervised")
+
+
+def main_variant(frame: pd.DataFrame) -> dict[str, Any] | None:
+    """Evaluator, schedule and control-variate setting of the main ODE variant (None without ODE rows)."""
+    ode = frame[frame["method"] == "ode"]
+    if ode.empty:
+        return None
+    evaluators = list(dict.fromkeys(ode["evaluator"]))
+    schedules = list(dict.fromkeys(ode["schedule"]))
+    cvs = list(dict.fromkeys(ode["control_variate"]))
+    return {"evaluator": evaluators[0], "schedule": "selfpaced" if "selfpaced" in schedules else schedules[0],
+            "control_variate": True if True in cvs else cvs[0]}
+
+
+def _ode(frame: pd.DataFrame, **fixed: Any) -> pd.DataFrame:
+    mask = frame["method"] == "ode"
+    for key, value in fixed.items():
+        mask &= frame[key] == value
+    return frame[mask]
+
+
+def _table(rows: pd.DataFrame, column: str, value: str = "test_auc", scale: float = 100.0) -> list[dict[str, Any]]:
+    """Mean, sd and count of ``value`` per dataset x c x ``column``."""
+    out = []
+    for (dataset, c, col), group in rows.groupby(["dataset", "c", column], sort=False):
+        v = group[value].to_numpy(dtype=float) * scale
+        out.append({"dataset": dataset, "c": float(c), column: col if not isinstance(col, np.generic) else col.item(),
+                    "mean": float(v.mean()), "sd": float(v.std(ddof=1)) if len(v) > 1 else None, "n": int(len(v))})
+    return out
+
+
+def summarize(frame: pd.DataFrame) -> dict[str, Any]:
+    """The tables of a finished grid (see the module notes)."""
+    main = main_variant(frame)
+    tables: dict[str, Any] = {"main_variant": main}
+    columns = []
+    if main is not None:
+        for evaluator in dict.fromkeys(_ode(frame)["evaluator"]):
+            part = _ode(frame, evaluator=evaluator, schedule=main["schedule"],
+                        control_variate=main["control_variate"]).assign(column=f"ode-{evaluator}")
+            columns.append(part)
+    columns.append(frame[frame["method"].isin(BASELINES)].assign(column=lambda f: f["method"]))
+    tables["table2_test_auc"] = _table(pd.concat(columns), "column")
+    if main is not None:
+        schedules = _ode(frame, evaluator=main["evaluator"], control_variate=main["control_variate"])
+        if schedules["schedule"].nunique() > 1:
+            tables["table4_schedules"] = _table(schedules, "schedule")
+        cv_schedule = "exp" if "exp" in set(_ode(frame)["schedule"]) else main["schedule"]
+        cv = _ode(frame, evaluator=main["evaluator"], schedule=cv_schedule)
+        if cv["control_variate"].nunique() > 1:
+            tables["table5_control_variate"] = _table(cv, "control_variate")
+            tables["table5_schedule"] = cv_schedule
+    timed = pd.concat(([_ode(frame, **main).assign(column="ode")] if main else [])
+                      + [frame[frame["method"].isin(BASELINES)].assign(column=lambda f: f["method"])])
+    if "seconds" in timed:
+        seconds = _table(timed, "column", value="seconds", scale=1.0)
+        tables["table6_seconds"] = seconds
+        ode_mean = {(r["dataset"], r["c"]): r["mean"] for r in seconds if r["column"] == "ode"}
+        tables["table6_ratio_to_ode"] = [{**{k: r[k] for k in ("dataset", "c", "column")},
+                                          "ratio": r["mean"] / ode_mean[(r["dataset"], r["c"])]}
+                                         for r in seconds if (r["dataset"], r["c"]) in ode_mean
+                                         and ode_mean[(r["dataset"], r["c"])] > 0]
+    return {"n_cells": int(len(frame)), "tables": tables}
