@@ -42,8 +42,10 @@ def connect(address: str | None = None, num_cpus: int | None = None, *, resource
             quiet: bool = True) -> Any:
     """Return the ``ray`` module with a session up; reuse one that is already running.
 
-    ``resources`` declares custom resources of a local session, e.g. ``{"site:site0": 1}``
-    so that :func:`site_placement` pins that site's actor here.
+    Without ``address`` (and without ``$RAY_ADDRESS``) a new local session starts, even if a
+    cluster started with ``ray start`` runs on this machine (``address="auto"`` joins that
+    one).  ``resources`` declares custom resources of a local session, e.g.
+    ``{"site:site0": 1}`` so that :func:`site_placement` pins that site's actor here.
     """
     address = check_address(address)
     env_address = os.environ.get("RAY_ADDRESS") or None
@@ -71,8 +73,8 @@ def connect(address: str | None = None, num_cpus: int | None = None, *, resource
     }
     if address:
         kwargs["address"] = address
-    else:
-        kwargs.update(num_cpus=num_cpus if num_cpus is not None else (os.cpu_count() or 1),
+    else:  # a new session of our own, even when a `ray start` cluster runs on this machine
+        kwargs.update(address="local", num_cpus=num_cpus if num_cpus is not None else (os.cpu_count() or 1),
                       resources=dict(resources or {}))
     on_term = signal.getsignal(signal.SIGTERM) if threading.current_thread() is threading.main_thread() else None
     try:
