@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal, Mapping, Sequence
@@ -17,7 +18,7 @@ MAX_CELLS = 100_000
 """Largest grid :func:`run_cells` accepts (the paper's largest RFMS grid has 600 cells)."""
 
 
-class Cell:
+class Cell(abc.ABC):
     """Base of a grid's cells; a workflow subclasses it with a frozen dataclass.
 
     A subclass provides
@@ -34,16 +35,19 @@ class Cell:
     it reads its grant with :func:`raytune_fed.cores.available_cores`).
     """
 
+    @abc.abstractmethod
     def config(self) -> dict[str, Any]:
-        raise NotImplementedError(f"{type(self).__name__} must define config()")
+        """The JSON-safe content that determines the cell's rows."""
 
     @property
+    @abc.abstractmethod
     def coordinates(self) -> tuple[int | str, ...]:
-        raise NotImplementedError(f"{type(self).__name__} must define coordinates")
+        """Where the cell sits in the grid."""
 
     @property
+    @abc.abstractmethod
     def root_seed(self) -> int:
-        raise NotImplementedError(f"{type(self).__name__} must define root_seed")
+        """The grid's one seed."""
 
     @cached_property
     def key(self) -> str:

@@ -9,6 +9,8 @@ must occur).  ``decision_function`` is the learner's score ``f(x)`` (positive me
 
 from __future__ import annotations
 
+import abc
+
 from typing import Any
 
 import numpy as np
@@ -60,7 +62,7 @@ def check_pu_labels(s: Any) -> np.ndarray:
     return arr.astype(np.int8)
 
 
-class PUClassifier(ClassifierMixin, BaseEstimator):
+class PUClassifier(ClassifierMixin, BaseEstimator, abc.ABC):
     """Base of the PU classifiers: validation, ``classes_``, ``predict`` and ``predict_proba``."""
 
     def _validate_fit(self, X: Any, s: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -73,8 +75,9 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         return validate_data(self, X, dtype=np.float64, reset=False)
 
-    def decision_function(self, X: Any) -> np.ndarray:  # pragma: no cover - every learner overrides it
-        raise NotImplementedError
+    @abc.abstractmethod
+    def decision_function(self, X: Any) -> np.ndarray:
+        """Real-valued scores; larger means more likely positive."""
 
     def predict_proba(self, X: Any) -> np.ndarray:
         p = expit(self.decision_function(X))

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from raytune_fed.attacks import N_SAMPLE, privacy_leakage
+from raytune_fed.errors import ConfigError
 from raytune_fed.random import derive, seed_int
 from raytune_fed.workflows.cmosb._methods import trial_params
 from raytune_fed.workflows.cmosb._tasks import VerticalTask
@@ -48,7 +49,8 @@ def start_parties(task: VerticalTask, *, he: str, op_times: dict[str, Any], seed
     from raytune_fed.federation.parties import ActiveParty, PassiveParty, remote_party
 
     if len(task.passive_features) != 1:
-        raise NotImplementedError("the CMOSB workflow trains with one passive party")
+        raise ConfigError(f"the CMOSB workflow trains with one passive party; this task has "
+                          f"{len(task.passive_features)}")
     passive = remote_party(PassiveParty, PASSIVE, ray.put(task.X[:, task.passive_features[0]]),
                            seed=seed_int(derive(seed, "passive")), max_concurrency=max_concurrency)
     active = remote_party(ActiveParty, ACTIVE, ray.put(task.X[:, task.active_features]), task.y,
