@@ -74,9 +74,11 @@ def test_cells_run_longest_first_and_a_rerun_skips_stored_cells(tmp_path):
     frame = result.frame()
     assert list(frame["y"]) == [0, 1, 4, 9] and list(frame["seconds"]) == [0.0, 0.001, 0.002, 0.003]
     assert list(frame["cell_key"]) == [c.key for c in cells]
+    assert list(result.usage_by_key()) == [cells[i].key for i in (1, 3, 2, 0)]  # in the order they finished
     order.clear()
     again = run_cells(cells + [Square(4)], run, ResultStore(tmp_path))
     assert order == [4] and (again.n_run, again.n_resumed) == (1, 4)
+    assert list(again.usage_by_key()) == [Square(4).key]  # only what this call ran
     assert _rows(again)[:4] == _rows(result)
 
 

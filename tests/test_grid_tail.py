@@ -196,5 +196,6 @@ def test_a_lone_cell_on_ray_gets_both_cores_and_the_one_core_rows(ray_session, t
     (row,) = tail.records[0].rows
     assert row["cores_seen"] == 2
     assert tail.usages[0].cores == 2
+    assert tail.usage_by_key()[ForestCell().key].cores == 2
     assert {k: v for k, v in row.items() if k != "cores_seen"} == \
         {k: v for k, v in alone.records[0].rows[0].items() if k != "cores_seen"}

@@ -231,6 +231,8 @@ def test_grid_on_ray_writes_results_and_resumes(ray_session, tmp_path):
     assert len(frame) == 2 * 4 and set(frame["method"]) == {"lso", "fso5", "fmo", "rand_mo"}
     for _, r in frame.iterrows():  # each curator's ledger holds every query of the unit, answered or refused
         assert list(r["unit_n_ledger_queries"]) == [r["unit_n_curator_queries"]] * 3
+    assert set(frame.attrs["usage"]) == set(frame["cell_key"])  # each unit's CPU seconds, cores, wall
+    assert all(u["cores"] >= 1 and u["cpu_seconds"] > 0 for u in frame.attrs["usage"].values())
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["n_experiments"] == 2 and len(summary["hypervolume"]) == 4
     assert np.allclose(np.array(summary["win_loss"]["matrix"]) + np.array(summary["win_loss"]["matrix"]).T,
@@ -239,6 +241,7 @@ def test_grid_on_ray_writes_results_and_resumes(ray_session, tmp_path):
     said = []
     again = run_grid(settings, learners=["svm"], n_reps=1, n_pairs=2, out=tmp_path, progress=ProgressLines(said.append))
     assert "(2 already done)" in said[0] and len(said) == 1  # nothing re-ran
+    assert again.attrs["usage"] == {}
     assert len(again) == len(stored) and len(list((tmp_path / "units").glob("*.json"))) == 2
     assert sorted(again["hypervolume"]) == sorted(stored["hypervolume"])
     # the report rebuilds from the directory alone, sites picture included

@@ -48,6 +48,11 @@ class GridResult:
     n_resumed: int
     seconds: float
     usages: tuple[Usage, ...] = ()
+    usage_keys: tuple[str, ...] = ()  # the key of the cell each usage belongs to (same order)
+
+    def usage_by_key(self) -> dict[str, Usage]:
+        """What each cell run by this call used, by cell key."""
+        return dict(zip(self.usage_keys, self.usages))
 
     def utilisation(self, n_cores: int) -> dict[str, Any]:
         """How busy ``n_cores`` cores were while the cells of this call ran (see :func:`~raytune_fed.grid.utilisation`)."""
@@ -103,10 +108,12 @@ def run_cells(cells: Sequence[Cell], run_cell: Callable[[Cell], Any], store: Res
     progress.start(name, len(cells), n_done, sum(float(c.cost) for c in todo))
     outcomes = executor.run(todo, run_cell)
     usages: list[Usage] = []
+    usage_keys: list[str] = []
     try:
         for outcome in outcomes:
             if outcome.usage is not None:
                 usages.append(outcome.usage)
+                usage_keys.append(outcome.cell.key)
             outcome = _store(store, outcome)
             progress.advance(outcome)
             if outcome.error is not None:
@@ -120,7 +127,8 @@ def run_cells(cells: Sequence[Cell], run_cell: Callable[[Cell], Any], store: Res
         raise GridIncompleteError(_incomplete_message(name, len(cells), problems, store, damaged, recompute_damaged),
                                   problems)
     records = tuple(store.load(cell.key) for cell in cells)
-    return GridResult(records, len(todo), n_done, time.perf_counter() - started, tuple(usages))
+    return GridResult(records, len(todo), n_done, time.perf_counter() - started, tuple(usages),
+                      tuple(usage_keys))
 
 
 def _store(store: ResultStore, outcome: Outcome) -> Outcome:

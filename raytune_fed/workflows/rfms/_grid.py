@@ -113,7 +113,8 @@ def run_grid(settings: RFMSSettings, *, learners: Sequence[str], n_reps: int = 1
     cells.  ``long_tail`` lends idle cores to the last cells (their CV folds run in
     parallel; the rows do not change).  ``utilisation.json`` (a measurement, kept apart
     from the summary, which reruns reproduce) and ``frame.attrs["utilisation"]`` say how
-    busy the cluster's cores were while the cells of this call ran, tail included.
+    busy the cluster's cores were while the cells of this call ran, tail included;
+    ``frame.attrs["usage"]`` has each cell's CPU seconds, cores and wall seconds by ``cell_key``.
     """
     from raytune_fed.grid import InProcessExecutor
     from raytune_fed.runtime import connect
@@ -152,6 +153,8 @@ def run_grid(settings: RFMSSettings, *, learners: Sequence[str], n_reps: int = 1
             started.close()
     frame = result.frame()
     frame.attrs["grid_seconds"] = result.seconds
+    frame.attrs["usage"] = {key: {"cpu_seconds": u.cpu_seconds, "cores": u.cores, "wall_seconds": u.end - u.start}
+                            for key, u in result.usage_by_key().items()}
     write_results(frame, out)
     if result.usages and n_cores:
         used = frame.attrs["utilisation"] = result.utilisation(n_cores)
