@@ -109,3 +109,13 @@ def test_cmosb_hypervolume_grows_by_generation_over_feasible_rows():
     frame.loc[3, "privacy_leakage"] = 0.45  # the last generation's best point is now infeasible
     constrained = summarize(frame, {"privacy_leakage": ("<=", 0.4)})["datasets"]["d"]
     assert constrained["cmosb_hypervolume_by_generation"] == pytest.approx([0.25, 0.25])
+
+
+def test_hypervolume_by_generation_is_zero_until_a_feasible_row_exists():
+    from raytune_fed.workflows.cmosb import hypervolume_by_generation
+
+    frame = _frame([(0.5, 0.5, 0.9), (0.5, 0.5, 0.0), (0.0, 0.0, 0.0)], ["cmosb"] * 3, scale=1.0)
+    frame["generation"] = [0, 1, 2]
+    ok = frame["privacy_leakage"].to_numpy() <= 0.4
+    assert hypervolume_by_generation(frame, ok) == pytest.approx([0.0, 0.25, 1.0])
+    assert hypervolume_by_generation(frame.iloc[:0], ok[:0]) == []

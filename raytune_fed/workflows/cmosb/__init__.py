@@ -10,12 +10,14 @@ Ray is imported only when the Tune parts are used.
 from raytune_fed.workflows.cmosb._methods import BASELINES, ES_PRESETS, METHODS, grid_values, method_runs
 from raytune_fed.workflows.cmosb._objectives import (
     OBJECTIVES, PARAMETERS, Evaluation, evaluate, search_space)
-from raytune_fed.workflows.cmosb._summary import format_summary, normalise, summarize, write_outputs
+from raytune_fed.workflows.cmosb._summary import (feasible, format_summary, hypervolume_by_generation, normalise,
+                                                  summarize, write_outputs)
 from raytune_fed.workflows.cmosb._tasks import SENSORLESS_OPENML, TASKS, VerticalTask, load_task
 
 __all__ = ["BASELINES", "ES_PRESETS", "METHODS", "OBJECTIVES", "PARAMETERS", "SENSORLESS_OPENML", "TASKS",
-           "CMOSBSettings", "Evaluation", "VerticalTask", "evaluate", "format_summary", "grid_values", "load_task",
-           "method_runs", "normalise", "run_cmosb", "search_space", "summarize", "write_outputs"]
+           "CMOSBSettings", "Evaluation", "VerticalTask", "evaluate", "feasible", "format_summary", "grid_values",
+           "hypervolume_by_generation", "load_task", "method_runs", "normalise", "run_cmosb", "search_space",
+           "summarize", "write_outputs"]
 
 
 def __getattr__(name: str):

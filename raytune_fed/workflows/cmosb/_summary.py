@@ -73,10 +73,21 @@ def _by_generation(scaled: pd.DataFrame, ok: np.ndarray) -> list[float]:
     if "generation" not in scaled:
         return []
     mine = (scaled["method"] == "cmosb").to_numpy()
+    return hypervolume_by_generation(scaled[mine], ok[mine])
+
+
+def hypervolume_by_generation(scaled: pd.DataFrame, ok: np.ndarray) -> list[float]:
+    """Hypervolume of the rows ``ok`` marks feasible among generations ``0..g``, for every ``g``.
+
+    ``scaled`` holds one NSGA-II run's rows (objectives normalised, a ``generation`` column).
+    """
+    if not len(scaled):
+        return []
     generations = scaled["generation"].to_numpy()
     points = scaled[list(OBJECTIVES)].to_numpy(dtype=float)
-    return [hypervolume(points[mine & ok & (generations <= g)], REFERENCE)
-            for g in range(int(generations[mine].max()) + 1)] if mine.any() else []
+    ok = np.asarray(ok, dtype=bool)
+    return [hypervolume(points[ok & (generations <= g)], REFERENCE) if np.any(ok & (generations <= g)) else 0.0
+            for g in range(int(generations.max()) + 1)]
 
 
 def _plain(value: Any) -> Any:
