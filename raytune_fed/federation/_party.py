@@ -55,6 +55,9 @@ REFUSALS: dict[str, str] = {
     "timeout": "scoring exceeded the site's time limit",
     "mechanism": "the site's policy does not offer this answer mechanism",
     "internal": "the site could not answer this request",
+    "opened": "this session was opened before; a session is opened once",
+    "protocol": "the request does not follow the protocol of this session so far",
+    "context": "the context is not a public encryption context (a secret key is never accepted)",
 }
 TOKEN = Text(max_len=128)
 
