@@ -232,3 +232,26 @@ def test_answers_are_records_of_bytes_and_scalars_only(party, public):
         assert all(type(v) in (bytes, int, float, str, bool, type(None)) for v in leaves(answer))
         assert b"\x80\x04" not in raw[:64]  # no pickle frame
     assert {"SessionTicket", "PartyInfo", "EncryptedHistograms", "RowIds"} <= kinds
+
+
+def test_sessions_of_one_party_run_concurrently_and_each_one_at_a_time(party, public):
+    import threading
+
+    from raytune_fed.errors import ConfigError
+    from raytune_fed.federation._party import token_key
+
+    a, b = opened(party, public), opened(party, public)
+    gate, results = threading.Event(), []
+
+    def blocked(*args):
+        assert gate.wait(10)
+        raise ConfigError("never seen by the caller")
+
+    party._workers[token_key(a)].split = blocked
+    thread = threading.Thread(target=lambda: results.append(send(party, "split", session=a, tree=0, node=0, mask=0)))
+    thread.start()
+    assert send(party, "info", session=b)["type"] == "PartyInfo"  # answered while a's request is running
+    assert not party._serial(party._sessions[token_key(a)]).acquire(blocking=False)  # a's own requests wait
+    gate.set()
+    thread.join(10)
+    assert results == ["protocol"]

@@ -21,8 +21,10 @@ token it issued before the restart answers nothing.
 
 from __future__ import annotations
 
+import functools
+import threading
 from dataclasses import replace
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -35,6 +37,17 @@ from raytune_fed.federation.parties._records import (
     EncryptedHistograms, OpTally, PartyInfo, RouteBits, RowIds, TreeCells, ViewRecord)
 from raytune_fed.models.secureboost import NodeQuery, PassiveWorker
 from raytune_fed.random import derive, seed_int
+
+
+def _one_at_a_time(handler: Callable[..., Any]) -> Callable[..., Any]:
+    """Run ``handler`` under its session's lock (sessions of one party run concurrently)."""
+
+    @functools.wraps(handler)
+    def run(self: PassiveParty, session: Session, **kwargs: Any) -> Any:
+        with self._serial(session):
+            return handler(self, session, **kwargs)
+
+    return run
 
 ROLE = "active"
 MAX_ROWS = 1 << 28          # row ids per request
@@ -58,8 +71,12 @@ class PassiveParty(Party):
     """Feature block ``features`` (one row per aligned instance id) of a passive party.
 
     ``owner_secret`` is the credential of the party's owner (who admits trainings and may
-    read a session's view); ``max_sessions`` caps the sessions it ever issues.
+    read a session's view); ``max_sessions`` caps the sessions it ever issues.  Sessions
+    share nothing but the rows, so requests of different sessions run concurrently (an
+    actor with ``max_concurrency > 1``) and each session's requests one at a time.
     """
+
+    SERIAL = False
 
     def __init__(self, features: Any, *, name: str = "passive", seed: int = 0, max_sessions: int | None = None,
                  ledger: str | None = None, owner_secret: str | None = None,
@@ -75,6 +92,7 @@ class PassiveParty(Party):
         self._X, self._seed, self._max_sessions = X, seed, max_sessions
         self._workers: dict[str, PassiveWorker] = {}
         self._n_masks: dict[str, int] = {}
+        self._session_locks: dict[str, threading.Lock] = {}
         self._restore()
         for session in self._sessions.values():  # a worker's state does not survive a restart
             session.closed = True
@@ -90,6 +108,9 @@ class PassiveParty(Party):
         if session is not None:
             session.n_queries += 1
         return False
+
+    def _serial(self, session: Session) -> threading.Lock:
+        return self._session_locks.setdefault(session.key, threading.Lock())
 
     def _worker(self, session: Session) -> PassiveWorker:
         worker = self._workers.get(session.key)
@@ -107,18 +128,21 @@ class PassiveParty(Party):
     @restricted(request={"unit": Text(max_len=200)}, answers=SessionTicket, session=False, owner=True)
     def new_session(self, _: None, unit: str) -> tuple[SessionTicket, None]:
         """The owner admits one training (``unit`` names it in the ledger); the token is returned once."""
-        if self._max_sessions is not None and len(self._sessions) >= self._max_sessions:
-            raise Refusal("budget")
-        token, _session = self._issue(ROLE, unit)
+        with self._lock:
+            if self._max_sessions is not None and len(self._sessions) >= self._max_sessions:
+                raise Refusal("budget")
+            token, _session = self._issue(ROLE, unit)
         return SessionTicket(token, self.name, ROLE, unit, self.n_rows), None
 
     @restricted(answers=PartyInfo)
+    @_one_at_a_time
     def info(self, session: Session) -> tuple[PartyInfo, None]:
         """The party's name and shape (``n_masks`` once the session is open)."""
         return self._info(self._n_masks.get(session.key, 0)), None
 
     @restricted(request={"context": Bytes(max_size=MAX_CONTEXT_BYTES), "n_bins": Int(2, MAX_BINS),
                          "train_rows": ROWS}, answers=PartyInfo)
+    @_one_at_a_time
     def open_session(self, session: Session, context: bytes, n_bins: int,
                      train_rows: np.ndarray) -> tuple[PartyInfo, dict[str, Any]]:
         """Load the active party's public context and bin the training rows (once per session)."""
@@ -137,6 +161,7 @@ class PassiveParty(Party):
 
     @restricted(request={"tree": Int(0, MAX_TREE), "queries": ListOf(QUERY, max_len=MAX_NODES, min_len=1)},
                 answers=EncryptedHistograms)
+    @_one_at_a_time
     def histograms(self, session: Session, tree: int,
                    queries: tuple[dict[str, Any], ...]) -> tuple[EncryptedHistograms, dict[str, Any]]:
         """Encrypted per-bin sums of each direct query (derived ones name their parent and sibling)."""
@@ -158,6 +183,7 @@ class PassiveParty(Party):
 
     @restricted(request={"tree": Int(0, MAX_TREE), "node": Int(0, MAX_NODE), "mask": Int(0, MAX_MASK)},
                 answers=RowIds)
+    @_one_at_a_time
     def split(self, session: Session, tree: int, node: int, mask: int) -> tuple[RowIds, dict[str, Any]]:
         """The left rows of this party's winning split ``mask`` at a node it was sent."""
         try:
@@ -168,6 +194,7 @@ class PassiveParty(Party):
 
     @restricted(request={"keys": IntArray(max_len=MAX_NODES * 64, high=MAX_TREE, width=2),
                          "rows": IntArray(max_len=MAX_ROWS, high=MAX_ROWS)}, answers=RouteBits)
+    @_one_at_a_time
     def route(self, session: Session, keys: np.ndarray, rows: np.ndarray) -> tuple[RouteBits, dict[str, Any]]:
         """Go-left bits of this party's splits ``keys`` (tree, node) for ``rows``."""
         if rows.max() >= self.n_rows:
@@ -179,11 +206,13 @@ class PassiveParty(Party):
         return RouteBits.of(bits), {"n_keys": int(keys.shape[0]), "n_rows": int(rows.size)}
 
     @restricted(answers=OpTally)
+    @_one_at_a_time
     def op_counts(self, session: Session) -> tuple[OpTally, None]:
         """This session's homomorphic operation counts."""
         return OpTally(**self._worker(session).op_counts()), None
 
     @restricted(answers=ViewRecord, owner=True)
+    @_one_at_a_time
     def view(self, session: Session) -> tuple[ViewRecord, dict[str, Any]]:
         """What this party received in a session, as cells per tree (owner only: the attack's input)."""
         v = self._worker(session).view
@@ -191,6 +220,7 @@ class PassiveParty(Party):
         return ViewRecord(v.context_bytes, v.ciphertext_bytes, v.n_queries, trees), {"n_trees": len(trees)}
 
     @restricted(answers=Closed)
+    @_one_at_a_time
     def close(self, session: Session) -> tuple[Closed, dict[str, Any]]:
         """The session's holder ends it: its state is dropped, its token answers nothing more."""
         session.closed = True
@@ -198,6 +228,7 @@ class PassiveParty(Party):
         return Closed(session.unit, session.n_queries), {"closed": session.key}
 
     @restricted(answers=Closed, owner=True)
+    @_one_at_a_time
     def close_session(self, session: Session) -> tuple[Closed, dict[str, Any]]:
         """The owner ends a session (as the base does) and its state is dropped."""
         self._workers.pop(session.key, None)
