@@ -38,17 +38,6 @@ from raytune_fed.federation.parties._records import (
 from raytune_fed.models.secureboost import NodeQuery, PassiveWorker
 from raytune_fed.random import derive, seed_int
 
-
-def _one_at_a_time(handler: Callable[..., Any]) -> Callable[..., Any]:
-    """Run ``handler`` under its session's lock (sessions of one party run concurrently)."""
-
-    @functools.wraps(handler)
-    def run(self: PassiveParty, session: Session, **kwargs: Any) -> Any:
-        with self._serial(session):
-            return handler(self, session, **kwargs)
-
-    return run
-
 ROLE = "active"
 MAX_ROWS = 1 << 28          # row ids per request
 MAX_TREE = 1 << 20          # tree ids
@@ -65,6 +54,17 @@ CIPHERTEXTS = Struct({"scheme": Text(max_len=16, choices=SCHEMES),
                       "blobs": ListOf(Bytes(max_size=MAX_CIPHERTEXT_BYTES), max_len=MAX_BLOBS)})
 QUERY = Struct({"node": Int(0, MAX_NODE), "parent": Int(-1, MAX_NODE), "rows": replace(ROWS, optional=True),
                 "gh": replace(CIPHERTEXTS, optional=True), "block": Int(0, MAX_ROWS), "sibling": Int(-1, MAX_NODE)})
+
+
+def _one_at_a_time(handler: Callable[..., Any]) -> Callable[..., Any]:
+    """Run ``handler`` under its session's lock (sessions of one party run concurrently)."""
+
+    @functools.wraps(handler)
+    def run(self: PassiveParty, session: Session, **kwargs: Any) -> Any:
+        with self._serial(session):
+            return handler(self, session, **kwargs)
+
+    return run
 
 
 class PassiveParty(Party):
