@@ -5,6 +5,7 @@ import pytest
 
 from raytune_fed.federation.parties import ActiveParty, PassiveClient, PassiveParty, remote_party
 
+OWNER = "passive-owner-" + "x" * 16
 PARAMS = dict(n_federated_trees=2, max_depth=3, he="bfv",
               op_times=dict(encryption=0.005, decryption=0.002, addition=0.0003, product=0.0006))
 
@@ -16,13 +17,35 @@ def test_party_actors_train_as_in_process_parties(ray_session):
     X, y = make_classification(n_samples=500, n_features=8, n_informative=8, n_redundant=0, random_state=2)
     train, test = np.arange(350), np.arange(350, 500)
     local = ActiveParty(X[:, :4], y, train_rows=train, test_rows=test).train(
-        "s", PARAMS, [PassiveClient(PassiveParty(X[:, 4:], name="p"), "s")])
-    passive = remote_party(PassiveParty, "p", ray.put(X[:, 4:]))
+        "s", PARAMS, [PassiveClient.admit(PassiveParty(X[:, 4:], name="p", owner_secret=OWNER), owner=OWNER,
+                                          unit="s")])
+    passive = remote_party(PassiveParty, "p", ray.put(X[:, 4:]), owner_secret=OWNER)
     active = remote_party(ActiveParty, "a", ray.put(X[:, :4]), y, train_rows=train, test_rows=test)
-    report = ray.get(active.train.remote("s", PARAMS, [PassiveClient(passive, "s")]))
+    client = PassiveClient.admit(passive, owner=OWNER, unit="s")
+    assert client.kind == "actor"
+    report = ray.get(active.train.remote("s", PARAMS, [client]))
     assert report.op_counts == local.op_counts and report.utility_loss == local.utility_loss
-    view = ray.get(passive.view.remote("s"))
+    view = client.view(owner=OWNER)
     assert len(view.trees) == 2 and view.ciphertext_bytes > 0
+    # the passive party's actor has one method, and the active party's none that hands out key, labels or models
+    assert _methods(passive) == ["call"]
+    assert _methods(active) == ["close_session", "info", "train"]
+
+
+def test_a_party_actor_answers_wire_bytes_only(ray_session):
+    import pickle
+
+    from raytune_fed.federation import _wire
+
+    ray = ray_session
+    passive = remote_party(PassiveParty, "p", np.ones((10, 2)), owner_secret=OWNER)
+    for message in (pickle.dumps({"method": "info", "args": {}}), _wire.encode({"method": "_X", "args": {}})):
+        reply = _wire.decode(ray.get(passive.call.remote(message)), max_bytes=1 << 20)
+        assert reply["refused"]["code"] in ("malformed", "unknown_method")
+
+
+def _methods(handle):
+    return sorted(m for m in dir(handle) if not m.startswith("_") and hasattr(getattr(handle, m), "remote"))
 
 
 def test_placement_pins_declared_resources_only(ray_session):

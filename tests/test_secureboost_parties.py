@@ -10,6 +10,7 @@ from raytune_fed.federation.parties import (
     ActiveParty, PassiveClient, PassiveParty, RouteBits, RowIds, TrainingReport, check_party_answer)
 from raytune_fed.models.secureboost import SecureBoostClassifier
 
+OWNER = "passive-owner-" + "x" * 16
 TIMES = dict(encryption=0.005, decryption=0.002, addition=0.0003, product=0.0006)
 PARAMS = dict(n_federated_trees=3, n_local_trees=1, max_depth=3, subsample=0.8, op_times=TIMES)
 
@@ -22,19 +23,24 @@ def data():
     return X, y, np.arange(400), np.arange(400, 600)
 
 
+def admit(party, unit="s1"):
+    return PassiveClient.admit(party, owner=OWNER, unit=unit)
+
+
 def test_parties_train_the_model_the_estimator_trains(data):
     X, y, train, test = data
     active = ActiveParty(X[:, :4], y, train_rows=train, test_rows=test)
-    passive = PassiveParty(X[:, 4:], name="bank")
-    report = active.train("s1", {**PARAMS, "he": "bfv"}, [PassiveClient(passive, "s1")])
+    passive = PassiveParty(X[:, 4:], name="bank", owner_secret=OWNER)
+    client = admit(passive)
+    report = active.train("s1", {**PARAMS, "he": "bfv"}, [client])
     model = SecureBoostClassifier(**PARAMS, he="plain").fit(X[train], y[train])
     assert isinstance(report, TrainingReport) and report.metric == "1-auc"
     assert report.op_counts.as_dict() == model.op_counts_
     from raytune_fed.metrics import auc
 
     assert report.utility_loss == pytest.approx(1 - auc(y[test], model.predict_proba(X[test])[:, 1]))
-    # the passive party's view is the in-process worker's view
-    view = passive.view("s1")
+    # the passive party's view (its owner's to read) is the in-process worker's view
+    view = client.view(owner=OWNER)
     assert [t for t, _ in view.partitions()] == [t for t, _ in model.passive_views_[0].partitions()]
     assert privacy_leakage(view, y[train], n_sample=200).value == \
         privacy_leakage(model.passive_views_[0], y[train], n_sample=200).value
@@ -45,17 +51,19 @@ def test_a_passive_party_refuses_a_secret_key(data):
     X, _, train, _ = data
     active = secret_context("bfv")
     leaked = b"raytune-fed-he/1 bfv\n" + active._ts.serialize(save_secret_key=True)
-    with pytest.raises(ConfigError, match="holds a secret key"):
-        PassiveParty(X[:, 4:]).open_session("s", leaked, 32, RowIds.of(train))
+    with pytest.raises(QueryRefusedError, match="refused open_session: the context is not a public encryption "
+                                                "context \\(a secret key is never accepted\\)") as info:
+        admit(PassiveParty(X[:, 4:], owner_secret=OWNER)).open_session(leaked, 32, train)
+    assert info.value.code == "context"
 
 
 def test_mismatched_party_rows_are_refused(data):
     X, y, train, test = data
     active = ActiveParty(X[:, :4], y, train_rows=train, test_rows=test)
-    short = PassiveParty(X[:599, 4:], name="short")
+    short = PassiveParty(X[:599, 4:], name="short", owner_secret=OWNER)
     with pytest.raises(ConfigError, match="parties hold different rows: active 'active' has 600, passive 'short' "
                                           "has 599"):
-        active.train("s", PARAMS, [PassiveClient(short, "s")])
+        active.train("s", PARAMS, [admit(short)])
 
 
 @pytest.mark.parametrize("params, message", [
@@ -68,22 +76,33 @@ def test_active_party_checks_parameters(data, params, message):
     X, y, train, test = data
     active = ActiveParty(X[:, :4], y, train_rows=train, test_rows=test)
     with pytest.raises(ConfigError, match=message):
-        active.train("s", {**PARAMS, **params}, [PassiveClient(PassiveParty(X[:, 4:]), "s")])
+        active.train("s", {**PARAMS, **params}, [admit(PassiveParty(X[:, 4:], owner_secret=OWNER))])
 
 
 def test_sessions_are_single_use_and_closed_ones_answer_nothing(data):
     X, _, train, _ = data
-    party = PassiveParty(X[:, 4:], name="p")
+    party = PassiveParty(X[:, 4:], name="p", owner_secret=OWNER)
     public = secret_context("plain").public_context()
-    info = party.open_session("a", public, 16, RowIds.of(train))
-    assert (info.n_masks, info.n_rows) == (4 * 16, 600)
-    with pytest.raises(QueryRefusedError, match="session 'a' was opened before"):
-        party.open_session("a", public, 16, RowIds.of(train))
-    party.close_session("a")
-    with pytest.raises(QueryRefusedError, match="session 'a' is closed"):
-        party.view("a")
-    with pytest.raises(QueryRefusedError, match="session 'b' is not open"):
-        party.split("b", 0, 0, 0)
+    a = admit(party, "a")
+    assert a.info().n_masks == 0
+    assert a.open_session(public, 16, train) == 4 * 16 and a.n_rows_ == 600
+    assert a.info().n_masks == 4 * 16
+    with pytest.raises(QueryRefusedError, match="this session was opened before; a session is opened once"):
+        a.open_session(public, 16, train)
+    a.close()
+    with pytest.raises(QueryRefusedError, match="no open session has this token"):
+        a.view(owner=OWNER)
+    b = admit(party, "b")
+    with pytest.raises(QueryRefusedError, match="refused split: the request does not follow the protocol"):
+        b.split(0, 0, 0)
+    # the owner may end a session too (its state is dropped)
+    b.open_session(public, 16, train)
+    from raytune_fed.federation import SiteClient
+
+    assert SiteClient(party).close_session(b.session, owner=OWNER).unit == "b"
+    with pytest.raises(QueryRefusedError, match="no open session has this token"):
+        b.op_counts()
+    assert party._workers == {}
 
 
 def test_party_answers_are_checked_records():
@@ -104,10 +123,25 @@ def test_party_answers_are_checked_records():
 def test_a_restarted_party_reads_its_used_sessions_from_its_ledger(data, tmp_path):
     X, _, train, _ = data
     public = secret_context("plain").public_context()
-    party = PassiveParty(X[:, 4:], name="p", ledger=str(tmp_path / "p.jsonl"))
-    party.open_session("a", public, 16, RowIds.of(train))
-    party.close_session("a")
-    restarted = PassiveParty(X[:, 4:], name="p", ledger=str(tmp_path / "p.jsonl"))
-    with pytest.raises(QueryRefusedError, match="session 'a' was opened before"):
-        restarted.open_session("a", public, 16, RowIds.of(train))
-    assert restarted.open_session("b", public, 16, RowIds.of(train)).n_rows == 600
+    party = PassiveParty(X[:, 4:], name="p", ledger=str(tmp_path / "p.jsonl"), owner_secret=OWNER)
+    opened, issued = admit(party, "a"), admit(party, "b")
+    opened.open_session(public, 16, train)
+    restarted = PassiveParty(X[:, 4:], name="p", ledger=str(tmp_path / "p.jsonl"), owner_secret=OWNER)
+    for old in (opened, issued):  # every token issued before the restart answers nothing
+        with pytest.raises(QueryRefusedError, match="no open session has this token"):
+            PassiveClient(restarted, old.session).open_session(public, 16, train)
+    assert admit(restarted, "c").open_session(public, 16, train) == 64
+
+
+def test_encrypted_and_plain_training_through_the_wire_grow_the_in_process_trees(data):
+    X, y, train, _ = data
+    direct = SecureBoostClassifier(**PARAMS, he="plain").fit(X[train], y[train])
+    for he in ("plain", "bfv"):
+        client = admit(PassiveParty(X[:, 4:], owner_secret=OWNER), unit=he)
+        wired = SecureBoostClassifier(**PARAMS, he=he).fit(X[train, :4], y[train], passive=[client], rows=train)
+        assert len(wired.trees_) == len(direct.trees_)
+        for s, t in zip(wired.trees_, direct.trees_):
+            for name in ("owner", "mask", "value", "shared"):
+                assert np.array_equal(getattr(s, name), getattr(t, name)), (he, name)
+        assert wired.op_counts_ == direct.op_counts_
+        np.testing.assert_array_equal(wired.predict_proba(X[train, :4], rows=train), direct.predict_proba(X[train]))

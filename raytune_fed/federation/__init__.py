@@ -5,7 +5,9 @@
   site-issued sessions, a query budget, one-shot finals, Thresholdout and the
   differencing guard.  It is reached only through :meth:`Party.call` (wire bytes in and
   out), the base every restricted party type builds on (:func:`restricted` declares a
-  protocol method; :class:`Blob` carries ciphertext bytes with a declared size).
+  protocol method with typed request fields; :func:`register_record` declares another
+  party type's answer records; :class:`Blob` carries ciphertext bytes with a declared
+  size; :class:`PartyActor` runs any party as a Ray actor whose one method is ``call``).
 * :class:`SiteClient` - the analyst's handle: a local ``Site``, a Ray actor from
   :func:`remote_site`, or a network service (:meth:`SiteClient.service`, started by
   ``raytune-fed site serve``); :func:`load_site_directory` reads remote sites by URL.
@@ -19,16 +21,17 @@ Models travel as :class:`~raytune_fed.models.ModelRecord` (``Learner.encode``), 
 Python objects.
 """
 
-from raytune_fed.federation._actors import SiteActor, remote_site
+from raytune_fed.federation._actors import PartyActor, SiteActor, remote_site
 from raytune_fed.federation._clients import SiteClient, SiteSession, final_all, load_site_directory, query_all
-from raytune_fed.federation._fields import Bytes, Field, Model, Models, Real, Refusal, Text, Units
+from raytune_fed.federation._fields import (
+    Bytes, Field, Int, IntArray, ListOf, Model, Models, Real, Refusal, Struct, Text, Units)
 from raytune_fed.federation._guard import DifferencingGuard
 from raytune_fed.federation._openbox import OpenBox
 from raytune_fed.federation._party import REFUSALS, Party, Session, restricted
 from raytune_fed.federation._policy import Policy, load_policy
 from raytune_fed.federation._records import (
     RECORD_TYPES, Blob, Closed, FinalLosses, Ledger, LedgerEntry, Loss, ScheduleReceipt, SessionTicket, SiteStatus,
-    check_outgoing)
+    check_outgoing, register_record)
 from raytune_fed.federation._schedule import Schedule, Unit, rfms_schedule
 from raytune_fed.federation._service import SiteServer, serve
 from raytune_fed.federation._simulate import (
@@ -37,9 +40,10 @@ from raytune_fed.federation._site import Site
 
 __all__ = [
     "DEPLOYMENTS", "SimulatedSites", "self_signed_certificate", "site_policy", "start_sites",
-    "RECORD_TYPES", "REFUSALS", "Blob", "Bytes", "Closed", "DifferencingGuard", "Field", "FinalLosses", "Ledger",
-    "LedgerEntry", "Loss", "Model", "Models", "OpenBox", "Party", "Policy", "Real", "Refusal", "Schedule",
+    "RECORD_TYPES", "REFUSALS", "Blob", "Bytes", "Closed", "DifferencingGuard", "Field", "FinalLosses", "Int",
+    "IntArray", "Ledger", "LedgerEntry", "ListOf", "Loss", "Model", "Models", "OpenBox", "Party", "PartyActor",
+    "Policy", "Real", "Refusal", "Schedule", "Struct",
     "ScheduleReceipt", "Session", "SessionTicket", "Site", "SiteActor", "SiteClient", "SiteServer", "SiteSession",
     "SiteStatus", "Text", "Unit", "Units", "check_outgoing", "final_all", "load_policy", "load_site_directory",
-    "query_all", "remote_site", "restricted", "rfms_schedule", "serve",
+    "query_all", "register_record", "remote_site", "restricted", "rfms_schedule", "serve",
 ]

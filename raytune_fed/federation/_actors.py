@@ -1,4 +1,4 @@
-"""A :class:`~raytune_fed.federation.Site` as a Ray actor whose only method is ``call``.
+"""A :class:`~raytune_fed.federation.Site` (or any other party) as a Ray actor whose only method is ``call``.
 
 The actor holds the site (rows, policy, ledger) and exposes exactly one method: wire
 bytes in, wire bytes out, the same entry point every transport uses.  Nothing returns the
@@ -33,6 +33,22 @@ class SiteActor:
     def call(self, message: bytes) -> bytes:
         """Answer one wire message (see :meth:`raytune_fed.federation.Party.call`)."""
         return self._site.call(message)
+
+
+class PartyActor:
+    """Ray actor class for any other :class:`~raytune_fed.federation.Party` type:
+    ``PartyActor(party_cls, *args, **kwargs)`` builds ``party_cls(*args, **kwargs)``; its one method is ``call``."""
+
+    def __init__(self, party_cls: type, *args: Any, **kwargs: Any) -> None:
+        from raytune_fed.federation._party import Party
+
+        if not (isinstance(party_cls, type) and issubclass(party_cls, Party)):
+            raise TypeError(f"PartyActor runs a Party subclass, got {party_cls!r}")
+        self._party = party_cls(*args, **kwargs)
+
+    def call(self, message: bytes) -> bytes:
+        """Answer one wire message (see :meth:`raytune_fed.federation.Party.call`)."""
+        return self._party.call(message)
 
 
 def remote_site(X: Any, y: Any, policy: Policy, *, owner_secret: str | None = None, max_restarts: int = 3) -> Any:

@@ -31,36 +31,44 @@ from raytune_fed.models import ModelRecord
 _ERRORS = {"budget": BudgetExhaustedError, "sealed": SealedError}
 
 
-def _answer(site: str, method: str, reply: bytes, want: type) -> Any:
+def answer_of(site: str, method: str, reply: bytes, want: type, *, kind: str = "site") -> Any:
+    """The record of type ``want`` in a party's ``reply``; a refusal is raised as a
+    :class:`QueryRefusedError` with the client's own fixed text for its code."""
     try:
         data = _wire.decode(reply, max_bytes=1 << 30)
     except _wire.WireError:
-        raise BoundaryViolationError(f"site {site!r} answered {method} with a malformed message") from None
+        raise BoundaryViolationError(f"{kind} {site!r} answered {method} with a malformed message") from None
     if isinstance(data, dict) and set(data) == {"refused"} and isinstance(data["refused"], dict):
         code = data["refused"].get("code")
         code = code if code in REFUSALS else "internal"
-        error = _ERRORS.get(code, QueryRefusedError)(f"site {site!r} refused {method}: {REFUSALS[code]}")
+        error = _ERRORS.get(code, QueryRefusedError)(f"{kind} {site!r} refused {method}: {REFUSALS[code]}")
         error.code = code
         raise error
     if not isinstance(data, dict) or set(data) != {"answer"}:
-        raise BoundaryViolationError(f"site {site!r} answered {method} with neither a record nor a refusal")
+        raise BoundaryViolationError(f"{kind} {site!r} answered {method} with neither a record nor a refusal")
     record = from_wire(data["answer"])
     if type(record) is not want:
-        raise BoundaryViolationError(f"site {site!r} answered {method} with a {type(record).__name__}")
+        raise BoundaryViolationError(f"{kind} {site!r} answered {method} with a {type(record).__name__}")
     return record
+
+
+def transport_of(target: Any) -> Any:
+    """The transport to ``target``: a transport itself, a :class:`Party` here, or an actor whose method is ``call``."""
+    if isinstance(target, (LocalTransport, ActorTransport, HttpTransport)):
+        return target
+    if isinstance(target, Party):
+        return LocalTransport(target)
+    if hasattr(target, "call") and hasattr(target.call, "remote"):
+        return ActorTransport(target)
+    return None
 
 
 class SiteClient:
     """A handle on one site through one of three transports (see the module docstring)."""
 
     def __init__(self, target: Any, *, name: str | None = None) -> None:
-        if isinstance(target, (LocalTransport, ActorTransport, HttpTransport)):
-            self._transport = target
-        elif isinstance(target, Party):
-            self._transport = LocalTransport(target)
-        elif hasattr(target, "call") and hasattr(target.call, "remote"):
-            self._transport = ActorTransport(target)
-        else:
+        self._transport = transport_of(target)
+        if self._transport is None:
             raise ConfigError(f"a SiteClient needs a Site, a site actor or SiteClient.service(url, ...), "
                               f"got {type(target).__name__}")
         self.name = name or getattr(target, "name", None) or "site"
@@ -89,7 +97,7 @@ class SiteClient:
 
     def _request(self, method: str, args: Mapping[str, Any], want: type) -> Any:
         (reply,) = self._transport.collect([self._submit(method, args)])
-        return _answer(self.name, method, reply, want)
+        return answer_of(self.name, method, reply, want)
 
     def declare_schedule(self, schedule: Schedule) -> ScheduleReceipt:
         """Declare the grid's units to this site (accepted once; the same again is fine)."""
@@ -164,7 +172,7 @@ def _fan_out(sessions: Sequence[SiteSession], method: str, args: Mapping[str, An
     out: list[Any] = []
     for s, r in zip(sessions, replies):
         try:
-            out.append(_answer(s.client.name, method, r, want))
+            out.append(answer_of(s.client.name, method, r, want))
         except QueryRefusedError as exc:
             if exc.code not in tolerate:
                 raise

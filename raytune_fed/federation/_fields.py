@@ -12,7 +12,9 @@ from abc import ABC, abstractmethod
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
+
+import numpy as np
 
 from raytune_fed.errors import ConfigError
 from raytune_fed.models import ModelRecord
@@ -85,6 +87,86 @@ class Bytes(Field):
         if type(value) is not bytes or len(value) > self.max_size:
             raise _malformed()
         return value
+
+
+@dataclass(frozen=True)
+class Int(Field):
+    """An integer in ``[low, high]`` (a bool or a float is refused)."""
+
+    low: int = -(1 << 62)
+    high: int = 1 << 62
+    optional: bool = False
+
+    def parse(self, value: Any) -> Any:
+        if value is None and self.optional:
+            return None
+        if type(value) is not int or not self.low <= value <= self.high:
+            raise _malformed()
+        return value
+
+
+@dataclass(frozen=True)
+class IntArray(Field):
+    """A wire array of integers: ``min_len..max_len`` values in ``[low, high]``.
+
+    ``width`` makes it a 2-D array of that many columns (rows counted by the lengths);
+    ``increasing`` asks for strictly increasing values (sorted distinct ids).  A JSON list
+    is refused: integers arrive as int64/int32 buffers and are returned as int64.
+    """
+
+    max_len: int
+    low: int = 0
+    high: int = 1 << 62
+    min_len: int = 1
+    width: int | None = None
+    increasing: bool = False
+    optional: bool = False
+
+    def parse(self, value: Any) -> Any:
+        if value is None and self.optional:
+            return None
+        if type(value) is not np.ndarray or value.dtype.kind != "i":
+            raise _malformed()
+        if value.ndim != (1 if self.width is None else 2) or (self.width is not None and value.shape[1] != self.width) \
+                or not self.min_len <= value.shape[0] <= self.max_len:
+            raise _malformed()
+        if value.size and (value.min() < self.low or value.max() > self.high):
+            raise _malformed()
+        if self.increasing and value.size > 1 and np.any(value[1:] <= value[:-1]):
+            raise _malformed()
+        return value.astype(np.int64, copy=False)
+
+
+@dataclass(frozen=True)
+class ListOf(Field):
+    """A list of ``min_len..max_len`` values, each parsed by ``item``."""
+
+    item: Field
+    max_len: int
+    min_len: int = 0
+    optional: bool = False
+
+    def parse(self, value: Any) -> Any:
+        if value is None and self.optional:
+            return None
+        if not isinstance(value, list) or not self.min_len <= len(value) <= self.max_len:
+            raise _malformed()
+        return tuple(self.item.parse(v) for v in value)
+
+
+@dataclass(frozen=True, eq=False)
+class Struct(Field):
+    """A JSON object with the declared ``fields`` (no others; a missing one is parsed as ``None``)."""
+
+    fields: Mapping[str, Field]
+    optional: bool = False
+
+    def parse(self, value: Any) -> Any:
+        if value is None and self.optional:
+            return None
+        if not isinstance(value, dict) or not set(value) <= set(self.fields):
+            raise _malformed()
+        return {name: f.parse(value.get(name)) for name, f in self.fields.items()}
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ import hashlib
 import hmac
 import secrets
 import threading
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Mapping
 
@@ -39,7 +40,7 @@ from raytune_fed.errors import ConfigError
 from raytune_fed.federation import _wire
 from raytune_fed.federation._fields import Field, Refusal, Text
 from raytune_fed.federation._ledger import SiteLedger
-from raytune_fed.federation._records import Closed, check_outgoing, to_wire
+from raytune_fed.federation._records import Closed, to_wire
 
 REFUSALS: dict[str, str] = {
     "malformed": "the request does not match the method's declared record",
@@ -55,6 +56,9 @@ REFUSALS: dict[str, str] = {
     "timeout": "scoring exceeded the site's time limit",
     "mechanism": "the site's policy does not offer this answer mechanism",
     "internal": "the site could not answer this request",
+    "opened": "this session was opened before; a session is opened once",
+    "protocol": "the request does not follow the protocol of this session so far",
+    "context": "the context is not a public encryption context (a secret key is never accepted)",
 }
 TOKEN = Text(max_len=128)
 
@@ -103,6 +107,9 @@ class Party:
 
     PROTOCOL: ClassVar[dict[str, Restricted]] = {}
     REFUSALS: ClassVar[dict[str, str]] = REFUSALS
+    #: ``call`` answers one request at a time (a site's budget and guard are shared by all
+    #: sessions); a party whose sessions share no state sets this False and locks per session
+    SERIAL: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -128,9 +135,9 @@ class Party:
 
     def call(self, message: bytes) -> bytes:
         """Answer one wire message with one wire message (an answer or a fixed refusal)."""
-        with self._lock:
+        with self._lock if self.SERIAL else nullcontext():
             try:
-                return _wire.encode({"answer": to_wire(check_outgoing(self._handle(message)))})
+                return _wire.encode({"answer": to_wire(self._handle(message))})
             except Refusal as refusal:
                 code = refusal.code if refusal.code in self.REFUSALS else "internal"
                 return _wire.encode({"refused": {"code": code, "message": self.REFUSALS[code]}})

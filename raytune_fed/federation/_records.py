@@ -198,23 +198,49 @@ class Closed:
 
 RECORD_TYPES: tuple[type, ...] = (Loss, FinalLosses, LedgerEntry, Ledger, SiteStatus, SessionTicket,
                                   ScheduleReceipt, Blob, Closed)
-_BY_NAME = {t.__name__: t for t in RECORD_TYPES}
+_BY_NAME: dict[str, type] = {}
+_BYTES_FIELDS: dict[type, frozenset[str]] = {}
 _SCALARS = (int, float, str, bool, type(None))
 
 
+def register_record(cls: type, *, bytes_fields: tuple[str, ...] = ()) -> type:
+    """Declare ``cls`` (a frozen dataclass that checks itself) a record a party may answer with.
+
+    Another party type's records (e.g. the SecureBoost parties') are declared here once,
+    so :func:`check_outgoing`, :func:`to_wire` and :func:`from_wire` know them.
+    ``bytes_fields`` name the fields that may hold ``bytes`` or a tuple of ``bytes``
+    (ciphertexts, packed ids); every other field holds scalars, records or tuples of them.
+    """
+    names = {f.name for f in fields(cls)}
+    if not set(bytes_fields) <= names:
+        raise TypeError(f"{cls.__name__} has no fields {sorted(set(bytes_fields) - names)}")
+    known = _BY_NAME.setdefault(cls.__name__, cls)
+    if known is not cls:
+        raise TypeError(f"another record type is already called {cls.__name__}")
+    _BYTES_FIELDS[cls] = frozenset(bytes_fields)
+    return cls
+
+
+for _cls in RECORD_TYPES:
+    register_record(_cls, bytes_fields=("data",) if _cls is Blob else ())
+
+
 def check_outgoing(answer: Any) -> Any:
-    """Let ``answer`` leave a site only if it is exactly one of the record types, holding
-    scalars, tuples of scalars or records, or (a :class:`Blob` only) bytes."""
-    if type(answer) not in RECORD_TYPES:
+    """Let ``answer`` leave a party only if it is exactly one of the registered record types,
+    holding scalars, tuples of scalars or records, or (declared bytes fields only) bytes."""
+    raw = _BYTES_FIELDS.get(type(answer))
+    if raw is None:
         raise BoundaryViolationError(
-            f"a site may only answer with {[t.__name__ for t in RECORD_TYPES]}, not {type(answer).__name__}")
+            f"a site may only answer with {sorted(_BY_NAME)}, not {type(answer).__name__}")
     for f in fields(answer):
         value = getattr(answer, f.name)
-        if type(answer) is Blob and f.name == "data":
-            continue
         items = value if type(value) is tuple else (value,)
+        if f.name in raw:
+            if not all(type(item) is bytes for item in items):
+                raise BoundaryViolationError(f"{type(answer).__name__}.{f.name} must hold bytes")
+            continue
         for item in items:
-            if type(item) in RECORD_TYPES:
+            if type(item) in _BYTES_FIELDS:
                 check_outgoing(item)
             elif type(item) not in _SCALARS:
                 raise BoundaryViolationError(f"{type(answer).__name__}.{f.name} holds a {type(item).__name__}")
@@ -224,10 +250,13 @@ def check_outgoing(answer: Any) -> Any:
 def to_wire(record: Any) -> dict[str, Any]:
     """Plain data for a record (after :func:`check_outgoing`)."""
     check_outgoing(record)
+    return _plain(record)
 
+
+def _plain(record: Any) -> dict[str, Any]:
     def plain(value: Any) -> Any:
-        if type(value) in RECORD_TYPES:
-            return to_wire(value)
+        if type(value) in _BYTES_FIELDS:
+            return _plain(value)
         if type(value) is tuple:
             return [plain(v) for v in value]
         return value

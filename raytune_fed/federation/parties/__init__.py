@@ -1,10 +1,15 @@
 """Parties of vertical federated learning (SecureBoost): active and passive, in-process or actors.
 
 The :class:`ActiveParty` holds labels, its features and (per training) the only secret
-key; a :class:`PassiveParty` holds its features and a public context.  They exchange only
-the records of :mod:`raytune_fed.federation.parties._records`; :class:`PassiveClient` is
-the active party's protocol handle on a passive party (object or actor), and
-:func:`remote_party` starts either party as a Ray actor pinned by ``party:<name>``.
+key; it is the analyst's own party.  A :class:`PassiveParty` holds its features and a
+public context; it is a restricted :class:`~raytune_fed.federation.Party`, reached only
+through ``call(bytes) -> bytes`` with the typed protocol of its ``@restricted`` methods
+and answering only the records of :mod:`raytune_fed.federation.parties._records`.
+:class:`PassiveClient` is the active party's handle on one passive session (a party
+here, a party actor or another transport; the owner admits a training with
+:meth:`PassiveClient.admit`), and :func:`remote_party` starts either party as a Ray
+actor pinned by ``party:<name>`` (the passive one as a ``PartyActor`` whose only method
+is ``call``).
 """
 
 from raytune_fed.federation.parties._active_party import ActiveParty

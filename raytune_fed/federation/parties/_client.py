@@ -1,66 +1,107 @@
-"""The active party's handle on one passive party's session: in-process or a Ray actor.
+"""The active party's handle on one passive party's session: in-process, a Ray actor or a service.
 
 :class:`PassiveClient` implements the SecureBoost
-:class:`~raytune_fed.models.secureboost.PassiveEndpoint` protocol, so the estimator
-trains the same way whether the passive party is an object here or an actor on the
-node that holds its data; records are unwrapped into the plain values the estimator uses.
+:class:`~raytune_fed.models.secureboost.PassiveEndpoint` protocol over the wire: each
+method is one message to :meth:`PassiveParty.call <raytune_fed.federation.Party.call>`
+through a transport (a :class:`~raytune_fed.federation._transports.LocalTransport` for a
+party in this process, an ``ActorTransport`` for a party actor), and each answer is a
+record, unwrapped into the plain values the estimator uses.  So the estimator trains the
+same way wherever the passive party runs.  A client holds one session token (issued by
+the party to its owner with :meth:`PassiveClient.admit`) and never an owner credential.
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from raytune_fed.crypto import Ciphertexts
-from raytune_fed.federation.parties._records import PartyInfo, RowIds, ViewRecord
+from raytune_fed.errors import ConfigError
+from raytune_fed.federation import _wire
+from raytune_fed.federation._clients import answer_of, transport_of
+from raytune_fed.federation._records import Closed, SessionTicket
+from raytune_fed.federation.parties._records import (
+    EncryptedHistograms, OpTally, PartyInfo, RouteBits, RowIds, ViewRecord)
 from raytune_fed.models.secureboost import NodeQuery
 
 
-class PassiveClient:
-    """Session ``session`` of ``target``: a :class:`PassiveParty` or an actor handle of one."""
+def _transport(target: Any) -> Any:
+    transport = transport_of(target)
+    if transport is None:
+        raise ConfigError(f"a PassiveClient needs a PassiveParty, a party actor or a transport, "
+                          f"got {type(target).__name__}")
+    return transport
 
-    def __init__(self, target: Any, session: str) -> None:
-        self._target = target
+
+def _query(q: NodeQuery) -> dict[str, Any]:
+    out: dict[str, Any] = {"node": int(q.node), "parent": int(q.parent), "block": int(q.block),
+                           "sibling": int(q.sibling)}
+    if q.direct:
+        out["rows"] = np.ascontiguousarray(q.rows, dtype=np.int64)
+        out["gh"] = {"scheme": q.gh.scheme, "blobs": list(q.gh.blobs)}
+    return out
+
+
+class PassiveClient:
+    """Session ``session`` (the party-issued token) of ``target``: a :class:`PassiveParty`,
+    its actor (:func:`remote_party`) or a transport to it."""
+
+    def __init__(self, target: Any, session: str, *, name: str = "passive") -> None:
+        self._transport = _transport(target)
         self.session = session
-        self.remote = hasattr(getattr(target, "open_session", None), "remote")
+        self.name = getattr(target, "name", None) or name
         self.n_rows_: int | None = None
 
-    def _call(self, method: str, *args: Any) -> Any:
-        if self.remote:
-            import ray
+    @classmethod
+    def admit(cls, target: Any, *, owner: str, unit: str) -> PassiveClient:
+        """The party's owner opens a session for one training (``unit`` names it); a client of it."""
+        client = cls(target, "")
+        ticket = client._request("new_session", {"owner": owner, "unit": unit}, SessionTicket, session=False)
+        client.session = ticket.token
+        return client
 
-            return ray.get(getattr(self._target, method).remote(self.session, *args))
-        return getattr(self._target, method)(self.session, *args)
+    @property
+    def kind(self) -> str:
+        return self._transport.kind
+
+    def _request(self, method: str, args: Mapping[str, Any], want: type, *, session: bool = True) -> Any:
+        message = _wire.encode({"method": method, "args": {**args, "session": self.session} if session else args})
+        (reply,) = self._transport.collect([self._transport.submit(message)])
+        return answer_of(self.name, method, reply, want, kind="party")
 
     def info(self) -> PartyInfo:
-        if self.remote:
-            import ray
-
-            return ray.get(self._target.info.remote())
-        return self._target.info()
+        return self._request("info", {}, PartyInfo)
 
     # ------------------------------------------------------------------ PassiveEndpoint
     def open_session(self, public_context: bytes, n_bins: int, train_rows: np.ndarray) -> int:
-        info = self._call("open_session", public_context, int(n_bins), RowIds.of(train_rows))
+        info = self._request("open_session", {"context": public_context, "n_bins": int(n_bins),
+                                              "train_rows": np.ascontiguousarray(train_rows, dtype=np.int64)},
+                             PartyInfo)
         self.n_rows_ = info.n_rows
         return info.n_masks
 
     def histograms(self, tree: int, queries: Sequence[NodeQuery]) -> list[Ciphertexts]:
-        return list(self._call("histograms", int(tree), tuple(queries)).payloads)
+        answer = self._request("histograms", {"tree": int(tree), "queries": [_query(q) for q in queries]},
+                               EncryptedHistograms)
+        return list(answer.payloads)
 
     def split(self, tree: int, node: int, mask: int) -> np.ndarray:
-        return self._call("split", int(tree), int(node), int(mask)).array()
+        return self._request("split", {"tree": int(tree), "node": int(node), "mask": int(mask)}, RowIds).array()
 
     def route(self, keys: Sequence[tuple[int, int]], rows: np.ndarray) -> np.ndarray:
-        return self._call("route", [(int(t), int(n)) for t, n in keys], RowIds.of(rows)).array()
+        k = np.asarray([(int(t), int(n)) for t, n in keys], dtype=np.int64).reshape(-1, 2)
+        return self._request("route", {"keys": k, "rows": np.ascontiguousarray(rows, dtype=np.int64)},
+                             RouteBits).array()
 
     def op_counts(self) -> dict[str, int]:
-        return self._call("op_counts").as_dict()
+        return self._request("op_counts", {}, OpTally).as_dict()
 
-    # ------------------------------------------------------------------ simulation
-    def view(self) -> ViewRecord:
-        return self._call("view")
+    # ------------------------------------------------------------------ session end, simulation
+    def close(self) -> Closed:
+        """End this session (its token answers nothing more)."""
+        return self._request("close", {}, Closed)
 
-    def close(self) -> None:
-        self._call("close_session")
+    def view(self, *, owner: str) -> ViewRecord:
+        """The party's view of this session (the attack simulation's input; needs the owner's credential)."""
+        return self._request("view", {"owner": owner}, ViewRecord)

@@ -1,100 +1,235 @@
 """A passive party: its feature columns and, per training session, a public context only.
 
-It answers the SecureBoost protocol (:class:`~raytune_fed.models.secureboost.PassiveEndpoint`)
-through records: encrypted histograms, the left rows of its own winning splits, routing
-bits.  Sessions let one long-lived party (a Ray actor holding its rows once) serve several
-trainings; a session id is single-use.  Opened and closed sessions are written to the
-sites' append-only :class:`~raytune_fed.federation._ledger.SiteLedger` (in memory, or on
-the party's disk when ``ledger`` names a file), and the used ids are read back from it,
-so a restarted party still refuses an id it served before.  :meth:`PassiveParty.view`
-hands out the party's view of a session - what it received - for the attack simulation.
+It is a restricted :class:`~raytune_fed.federation.Party`: reached only through
+:meth:`~raytune_fed.federation.Party.call` (wire bytes in and out), its protocol is the
+:func:`~raytune_fed.federation.restricted` methods below, each with typed request fields,
+and it answers with the records of :mod:`raytune_fed.federation.parties._records`
+(ciphertexts and row ids as bytes).  A training goes like this:
+
+* the party's owner admits it: ``new_session`` (owner credential) issues a token, stored
+  only as a hash, and writes it to the append-only ledger;
+* the active party, holding the token, sends ``open_session`` once (the public context,
+  ``n_bins``, its training row ids; a context holding a secret key is refused), then
+  ``histograms`` / ``split`` / ``route`` / ``op_counts`` and finally ``close``;
+* ``view`` - what the party received, the attack simulation's input - is owner-only: the
+  simulation plays the passive party's owner, the active party cannot ask for it.
+
+Refusals are the base's fixed texts.  On restart the party rebuilds its sessions from the
+ledger (a file on its disk when ``ledger`` names one) and treats them all as closed: a
+token it issued before the restart answers nothing.
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import functools
+import threading
+from dataclasses import replace
+from typing import Any, Callable
 
 import numpy as np
 
-from raytune_fed.errors import ConfigError, QueryRefusedError
-from raytune_fed.federation._ledger import SiteLedger
+from raytune_fed.crypto import SCHEMES, Ciphertexts
+from raytune_fed.errors import ConfigError
+from raytune_fed.federation._fields import Bytes, Int, IntArray, ListOf, Refusal, Struct, Text
+from raytune_fed.federation._party import Party, Session, restricted
+from raytune_fed.federation._records import Closed, SessionTicket
 from raytune_fed.federation.parties._records import (
-    EncryptedHistograms, OpTally, PartyInfo, RouteBits, RowIds, TreeCells, ViewRecord, check_party_answer)
+    EncryptedHistograms, OpTally, PartyInfo, RouteBits, RowIds, TreeCells, ViewRecord)
 from raytune_fed.models.secureboost import NodeQuery, PassiveWorker
 from raytune_fed.random import derive, seed_int
 
+ROLE = "active"
+MAX_ROWS = 1 << 28          # row ids per request
+MAX_TREE = 1 << 20          # tree ids
+MAX_NODE = 1 << 14          # node ids (depth <= 12: heap ids below 2^13)
+MAX_NODES = 1 << 13         # queries of one level
+MAX_BINS = 256
+MAX_MASK = 1 << 24          # feature * n_bins + bin
+MAX_CONTEXT_BYTES = 1 << 28
+MAX_CIPHERTEXT_BYTES = 1 << 28
+MAX_BLOBS = 1 << 20
 
-class PassiveParty:
-    """Feature block ``features`` (one row per aligned instance id) of a passive party."""
+ROWS = IntArray(max_len=MAX_ROWS, high=MAX_ROWS, increasing=True)
+CIPHERTEXTS = Struct({"scheme": Text(max_len=16, choices=SCHEMES),
+                      "blobs": ListOf(Bytes(max_size=MAX_CIPHERTEXT_BYTES), max_len=MAX_BLOBS)})
+QUERY = Struct({"node": Int(0, MAX_NODE), "parent": Int(-1, MAX_NODE), "rows": replace(ROWS, optional=True),
+                "gh": replace(CIPHERTEXTS, optional=True), "block": Int(0, MAX_ROWS), "sibling": Int(-1, MAX_NODE)})
 
-    def __init__(self, features: Any, *, name: str = "passive", seed: int = 0,
-                 max_sessions: int | None = None, ledger: str | None = None) -> None:
+
+def _one_at_a_time(handler: Callable[..., Any]) -> Callable[..., Any]:
+    """Run ``handler`` under its session's lock (sessions of one party run concurrently)."""
+
+    @functools.wraps(handler)
+    def run(self: PassiveParty, session: Session, **kwargs: Any) -> Any:
+        with self._serial(session):
+            return handler(self, session, **kwargs)
+
+    return run
+
+
+class PassiveParty(Party):
+    """Feature block ``features`` (one row per aligned instance id) of a passive party.
+
+    ``owner_secret`` is the credential of the party's owner (who admits trainings and may
+    read a session's view); ``max_sessions`` caps the sessions it ever issues.  Sessions
+    share nothing but the rows, so requests of different sessions run concurrently (an
+    actor with ``max_concurrency > 1``) and each session's requests one at a time.
+    """
+
+    SERIAL = False
+
+    def __init__(self, features: Any, *, name: str = "passive", seed: int = 0, max_sessions: int | None = None,
+                 ledger: str | None = None, owner_secret: str | None = None,
+                 max_request_bytes: int = 1 << 30) -> None:
         if not isinstance(name, str) or not name:
             raise ConfigError(f"a party needs a non-empty name, got {name!r}")
         X = np.asarray(features, dtype=np.float64)
         if X.ndim != 2 or X.shape[0] < 2 or X.shape[1] < 1 or not np.all(np.isfinite(X)):
             raise ConfigError(f"party {name!r}: features must be a finite 2-D array with >= 2 rows and >= 1 column, "
                               f"got shape {X.shape}")
+        super().__init__(name, ledger=ledger, owner_secret=owner_secret, max_request_bytes=max_request_bytes)
         X.setflags(write=False)
-        self.name, self._X, self._seed = name, X, seed
-        self._max_sessions = max_sessions
-        self._sessions: dict[str, PassiveWorker] = {}
-        self._ledger = SiteLedger(ledger)
-        self._used = {e["session"] for e in self._ledger.entries if e.get("event") == "open_session"}
+        self._X, self._seed, self._max_sessions = X, seed, max_sessions
+        self._workers: dict[str, PassiveWorker] = {}
+        self._n_masks: dict[str, int] = {}
+        self._session_locks: dict[str, threading.Lock] = {}
+        self._restore()
+        for session in self._sessions.values():  # a worker's state does not survive a restart
+            session.closed = True
 
-    def info(self) -> PartyInfo:
-        return check_party_answer(PartyInfo(self.name, int(self._X.shape[0]), int(self._X.shape[1])))
+    @property
+    def n_rows(self) -> int:
+        return int(self._X.shape[0])
 
-    def open_session(self, session: str, public_context: bytes, n_bins: int, train_rows: RowIds) -> PartyInfo:
-        """Start a training: load the active party's public context (a secret key is refused), bin rows."""
-        if not isinstance(session, str) or not session:
-            raise ConfigError(f"party {self.name!r}: session id must be a non-empty str, got {session!r}")
-        if session in self._used:
-            raise QueryRefusedError(f"party {self.name!r}: session {session!r} was opened before; ids are single-use")
-        if self._max_sessions is not None and len(self._used) >= self._max_sessions:
-            raise QueryRefusedError(f"party {self.name!r}: the cap of {self._max_sessions} sessions is reached")
-        if type(train_rows) is not RowIds:
-            raise ConfigError(f"party {self.name!r}: train_rows must be RowIds, got {type(train_rows).__name__}")
-        worker = PassiveWorker(self._X, seed=seed_int(derive(self._seed, "session", session)))
-        n_masks = worker.open_session(public_context, n_bins, train_rows.array())
-        self._ledger.append("open_session", session=session, n_rows=int(train_rows.count), n_bins=int(n_bins))
-        self._used.add(session)
-        self._sessions[session] = worker
-        return check_party_answer(PartyInfo(self.name, int(self._X.shape[0]), int(self._X.shape[1]), n_masks))
+    def _info(self, n_masks: int = 0) -> PartyInfo:
+        return PartyInfo(self.name, self.n_rows, int(self._X.shape[1]), n_masks)
 
-    def histograms(self, session: str, tree: int, queries: Sequence[NodeQuery]) -> EncryptedHistograms:
-        qs = tuple(queries)
-        if not all(type(q) is NodeQuery for q in qs):
-            raise ConfigError(f"party {self.name!r}: histogram queries must be NodeQuery records")
-        return check_party_answer(EncryptedHistograms(tuple(self._worker(session).histograms(int(tree), qs))))
+    def _charge(self, spec: Any, session: Session | None) -> bool:
+        if session is not None:
+            session.n_queries += 1
+        return False
 
-    def split(self, session: str, tree: int, node: int, mask: int) -> RowIds:
-        return check_party_answer(RowIds.of(self._worker(session).split(int(tree), int(node), int(mask))))
+    def _serial(self, session: Session) -> threading.Lock:
+        return self._session_locks.setdefault(session.key, threading.Lock())
 
-    def route(self, session: str, keys: Sequence[tuple[int, int]], rows: RowIds) -> RouteBits:
-        if type(rows) is not RowIds:
-            raise ConfigError(f"party {self.name!r}: rows must be RowIds, got {type(rows).__name__}")
-        return check_party_answer(RouteBits.of(self._worker(session).route(list(keys), rows.array())))
+    def _worker(self, session: Session) -> PassiveWorker:
+        worker = self._workers.get(session.key)
+        if worker is None:
+            raise Refusal("protocol")
+        return worker
 
-    def op_counts(self, session: str) -> OpTally:
-        return check_party_answer(OpTally(**self._worker(session).op_counts()))
+    def _rows(self, rows: np.ndarray) -> np.ndarray:
+        if rows[-1] >= self.n_rows:
+            raise Refusal("malformed")
+        return rows
 
-    def view(self, session: str) -> ViewRecord:
-        """What this party received in ``session``, as cells per tree (the attack's input)."""
+    # -- the protocol -------------------------------------------------------------------
+
+    @restricted(request={"unit": Text(max_len=200)}, answers=SessionTicket, session=False, owner=True)
+    def new_session(self, _: None, unit: str) -> tuple[SessionTicket, None]:
+        """The owner admits one training (``unit`` names it in the ledger); the token is returned once."""
+        with self._lock:
+            if self._max_sessions is not None and len(self._sessions) >= self._max_sessions:
+                raise Refusal("budget")
+            token, _session = self._issue(ROLE, unit)
+        return SessionTicket(token, self.name, ROLE, unit, self.n_rows), None
+
+    @restricted(answers=PartyInfo)
+    @_one_at_a_time
+    def info(self, session: Session) -> tuple[PartyInfo, None]:
+        """The party's name and shape (``n_masks`` once the session is open)."""
+        return self._info(self._n_masks.get(session.key, 0)), None
+
+    @restricted(request={"context": Bytes(max_size=MAX_CONTEXT_BYTES), "n_bins": Int(2, MAX_BINS),
+                         "train_rows": ROWS}, answers=PartyInfo)
+    @_one_at_a_time
+    def open_session(self, session: Session, context: bytes, n_bins: int,
+                     train_rows: np.ndarray) -> tuple[PartyInfo, dict[str, Any]]:
+        """Load the active party's public context and bin the training rows (once per session)."""
+        if session.sealed:
+            raise Refusal("opened")
+        session.sealed = True  # one attempt per token, answered or refused
+        rows = self._rows(train_rows)
+        worker = PassiveWorker(self._X, seed=seed_int(derive(self._seed, "session", session.unit)))
+        try:
+            n_masks = worker.open_session(context, n_bins, rows)
+        except ConfigError:
+            raise Refusal("context") from None
+        self._workers[session.key] = worker
+        self._n_masks[session.key] = n_masks
+        return self._info(n_masks), {"n_rows": int(rows.size), "n_bins": n_bins, "context_bytes": len(context)}
+
+    @restricted(request={"tree": Int(0, MAX_TREE), "queries": ListOf(QUERY, max_len=MAX_NODES, min_len=1)},
+                answers=EncryptedHistograms)
+    @_one_at_a_time
+    def histograms(self, session: Session, tree: int,
+                   queries: tuple[dict[str, Any], ...]) -> tuple[EncryptedHistograms, dict[str, Any]]:
+        """Encrypted per-bin sums of each direct query (derived ones name their parent and sibling)."""
+        worker = self._worker(session)
+        nodes = []
+        for q in queries:
+            direct = q["rows"] is not None
+            if direct != (q["gh"] is not None) or direct == (q["sibling"] >= 0) or q["parent"] >= q["node"] \
+                    or (direct and q["block"] < 1):
+                raise Refusal("malformed")
+            gh = None if not direct else Ciphertexts.of(q["gh"]["scheme"], q["gh"]["blobs"])
+            nodes.append(NodeQuery(q["node"], q["parent"], None if not direct else self._rows(q["rows"]), gh,
+                                   q["block"], q["sibling"]))
+        try:
+            payloads = tuple(worker.histograms(tree, nodes))
+        except ConfigError:
+            raise Refusal("protocol") from None
+        return EncryptedHistograms(payloads), {"tree": tree, "n_queries": len(nodes)}
+
+    @restricted(request={"tree": Int(0, MAX_TREE), "node": Int(0, MAX_NODE), "mask": Int(0, MAX_MASK)},
+                answers=RowIds)
+    @_one_at_a_time
+    def split(self, session: Session, tree: int, node: int, mask: int) -> tuple[RowIds, dict[str, Any]]:
+        """The left rows of this party's winning split ``mask`` at a node it was sent."""
+        try:
+            left = self._worker(session).split(tree, node, mask)
+        except ConfigError:
+            raise Refusal("protocol") from None
+        return RowIds.of(left), {"tree": tree, "node": node}
+
+    @restricted(request={"keys": IntArray(max_len=MAX_NODES * 64, high=MAX_TREE, width=2),
+                         "rows": IntArray(max_len=MAX_ROWS, high=MAX_ROWS)}, answers=RouteBits)
+    @_one_at_a_time
+    def route(self, session: Session, keys: np.ndarray, rows: np.ndarray) -> tuple[RouteBits, dict[str, Any]]:
+        """Go-left bits of this party's splits ``keys`` (tree, node) for ``rows``."""
+        if rows.max() >= self.n_rows:
+            raise Refusal("malformed")
+        try:
+            bits = self._worker(session).route([(int(t), int(n)) for t, n in keys], rows)
+        except ConfigError:
+            raise Refusal("protocol") from None
+        return RouteBits.of(bits), {"n_keys": int(keys.shape[0]), "n_rows": int(rows.size)}
+
+    @restricted(answers=OpTally)
+    @_one_at_a_time
+    def op_counts(self, session: Session) -> tuple[OpTally, None]:
+        """This session's homomorphic operation counts."""
+        return OpTally(**self._worker(session).op_counts()), None
+
+    @restricted(answers=ViewRecord, owner=True)
+    @_one_at_a_time
+    def view(self, session: Session) -> tuple[ViewRecord, dict[str, Any]]:
+        """What this party received in a session, as cells per tree (owner only: the attack's input)."""
         v = self._worker(session).view
         trees = tuple(TreeCells(t, tuple(RowIds.of(c) for c in cells)) for t, cells in v.partitions())
-        return check_party_answer(ViewRecord(v.context_bytes, v.ciphertext_bytes, v.n_queries, trees))
+        return ViewRecord(v.context_bytes, v.ciphertext_bytes, v.n_queries, trees), {"n_trees": len(trees)}
 
-    def close_session(self, session: str) -> PartyInfo:
-        """Forget a session's state (its id stays used)."""
-        self._worker(session)
-        self._ledger.append("close_session", session=session)
-        del self._sessions[session]
-        return self.info()
+    @restricted(answers=Closed)
+    @_one_at_a_time
+    def close(self, session: Session) -> tuple[Closed, dict[str, Any]]:
+        """The session's holder ends it: its state is dropped, its token answers nothing more."""
+        session.closed = True
+        self._workers.pop(session.key, None)
+        return Closed(session.unit, session.n_queries), {"closed": session.key}
 
-    def _worker(self, session: str) -> PassiveWorker:
-        worker = self._sessions.get(session)
-        if worker is None:
-            state = "closed" if session in self._used else "not open"
-            raise QueryRefusedError(f"party {self.name!r}: session {session!r} is {state}")
-        return worker
+    @restricted(answers=Closed, owner=True)
+    @_one_at_a_time
+    def close_session(self, session: Session) -> tuple[Closed, dict[str, Any]]:
+        """The owner ends a session (as the base does) and its state is dropped."""
+        self._workers.pop(session.key, None)
+        return Party.close_session(self, session)

@@ -1,22 +1,24 @@
 """What a vertical-learning party may answer: small frozen records that check themselves.
 
-They check their fields with the same helpers as the sites' records
-(:mod:`raytune_fed.federation._records`).  Row ids and routing bits travel as bytes with a declared count (never arrays or
-objects); ciphertexts as :class:`~raytune_fed.crypto.Ciphertexts`.  :func:`check_party_answer`
-is the gate every party method passes its answer through.
+They are declared to the shared record layer (:func:`~raytune_fed.federation._records.register_record`),
+so a passive party's answers pass the same gate (``check_outgoing``) and wire encoding
+(``to_wire`` / ``from_wire``) as a site's.  Row ids and routing bits travel as bytes with
+a declared count (never arrays or objects); ciphertexts as
+:class:`~raytune_fed.crypto.Ciphertexts`, whose blobs are bytes.  :func:`check_party_answer`
+is the gate of the active party's answers.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from raytune_fed.crypto import OPERATIONS, Ciphertexts
 from raytune_fed.errors import BoundaryViolationError
-from raytune_fed.federation._records import _count, _finite_float
+from raytune_fed.federation._records import _count, _finite_float, check_outgoing, register_record
 
 
 def _bytes(owner: str, value: Any, size: int) -> bytes:
@@ -176,6 +178,9 @@ class TrainingReport:
 
 PARTY_RECORD_TYPES: tuple[type, ...] = (RowIds, RouteBits, PartyInfo, EncryptedHistograms, OpTally, ViewRecord,
                                         TrainingReport)
+_BYTES = {RowIds: ("data",), RouteBits: ("data",), Ciphertexts: ("blobs",)}
+for _cls in (Ciphertexts, TreeCells, *PARTY_RECORD_TYPES):
+    register_record(_cls, bytes_fields=_BYTES.get(_cls, ()))
 
 
 def check_party_answer(answer: Any) -> Any:
@@ -183,7 +188,4 @@ def check_party_answer(answer: Any) -> Any:
     if type(answer) not in PARTY_RECORD_TYPES:
         raise BoundaryViolationError(
             f"a party may only answer with {[t.__name__ for t in PARTY_RECORD_TYPES]}, not {type(answer).__name__}")
-    for f in fields(answer):
-        if hasattr(getattr(answer, f.name), "__array__"):
-            raise BoundaryViolationError(f"{type(answer).__name__}.{f.name} holds an array")
-    return answer
+    return check_outgoing(answer)

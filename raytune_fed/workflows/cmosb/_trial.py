@@ -1,16 +1,19 @@
 """One CMOSB trial: a SecureBoost training on the party actors, then the attack on the passive view.
 
 :func:`start_parties` ships a task's columns to Ray once: the active party's actor holds
-its features and the labels, the passive party's actor its features (each pinned by
-``party:<name>`` when a node declares it).  Every trial of every method reuses them:
-:func:`trainable` asks the active party to train with the trial's parameters (a session
-per trial), reads the passive party's view of that session and runs the instance
-clustering attack on it, as the simulation's attacker.  The trial reports the three
+its features and the labels, the passive party's actor (a restricted party whose only
+method is ``call``) its features (each pinned by ``party:<name>`` when a node declares
+it).  Every trial of every method reuses them: :func:`trainable`, playing the passive
+party's owner, admits one session per trial, asks the active party to train with the
+trial's parameters through a client of that session, reads the passive party's view of
+it with the owner's credential and runs the instance clustering attack on it, as the
+simulation's attacker.  The trial reports the three
 objectives plus the operation counts and seconds.
 """
 
 from __future__ import annotations
 
+import secrets
 import time
 import uuid
 from dataclasses import dataclass
@@ -39,6 +42,7 @@ class Parties:
     seed: int
     n_sample: int = N_SAMPLE
     known_per_cluster: int = 1
+    passive_owner: str = ""  # the simulation plays the passive party's owner (admits sessions, reads views)
 
 
 def start_parties(task: VerticalTask, *, he: str, op_times: dict[str, Any], seed: Any, max_concurrency: int,
@@ -51,13 +55,14 @@ def start_parties(task: VerticalTask, *, he: str, op_times: dict[str, Any], seed
     if len(task.passive_features) != 1:
         raise ConfigError(f"the CMOSB workflow trains with one passive party; this task has "
                           f"{len(task.passive_features)}")
+    owner = secrets.token_urlsafe(24)
     passive = remote_party(PassiveParty, PASSIVE, ray.put(task.X[:, task.passive_features[0]]),
-                           seed=seed_int(derive(seed, "passive")), max_concurrency=max_concurrency)
+                           seed=seed_int(derive(seed, "passive")), owner_secret=owner, max_concurrency=max_concurrency)
     active = remote_party(ActiveParty, ACTIVE, ray.put(task.X[:, task.active_features]), task.y,
                           train_rows=task.train_rows, test_rows=task.test_rows, max_concurrency=max_concurrency)
     n_outputs = 1 if task.binary else task.n_classes
     return Parties(active, passive, task.y[task.train_rows], task.train_rows, n_outputs, he, dict(op_times),
-                   seed_int(derive(seed, "trials")), n_sample)
+                   seed_int(derive(seed, "trials")), n_sample, passive_owner=owner)
 
 
 def trainable(config: dict, parties: Parties) -> dict[str, Any]:
@@ -69,12 +74,14 @@ def trainable(config: dict, parties: Parties) -> dict[str, Any]:
 
     params = {**trial_params(config), "he": parties.he, "op_times": parties.op_times,
               "random_state": seed_int(derive(parties.seed, "model"))}
-    # a session id is single-use at a party: a retried trial gets a new one (it does not seed anything the
-    # answers depend on: the passive party's masks cancel in what the active party decrypts)
+    # a session id is single-use at the active party: a retried trial gets a new one (it does not seed anything
+    # the answers depend on: the passive party's masks cancel in what the active party decrypts)
     session = f"{tune.get_context().get_trial_id()}-{uuid.uuid4().hex[:8]}"
-    report = ray.get(parties.active.train.remote(session, params, [PassiveClient(parties.passive, session)]))
-    view = ray.get(parties.passive.view.remote(session))
-    ray.get([parties.passive.close_session.remote(session), parties.active.close_session.remote(session)])
+    passive = PassiveClient.admit(parties.passive, owner=parties.passive_owner, unit=session)
+    report = ray.get(parties.active.train.remote(session, params, [passive]))
+    view = passive.view(owner=parties.passive_owner)
+    passive.close()
+    ray.get(parties.active.close_session.remote(session))
     start = time.perf_counter()
     leakage = privacy_leakage(view, parties.train_labels, rows=parties.train_rows, n_outputs=parties.n_outputs,
                               n_sample=parties.n_sample, known_per_cluster=parties.known_per_cluster,

@@ -1,0 +1,151 @@
+"""Benchmark: what the passive party's wire boundary costs a SecureBoost training.
+
+On Synthetic1 (CMOSB's split: 5 active / 5 passive columns, 1,333 training rows), 10
+federated trees of depth 4, per backend (``plain``, ``bfv``) and per path:
+
+* ``worker`` - the estimator with the in-process :class:`PassiveWorker` (no boundary: the floor);
+* ``local``  - :class:`PassiveParty` through ``call(bytes)`` in this process (wire encoding,
+  field checks, records, ledger); ``wire_overhead_s`` is the time of the client's requests
+  minus the time inside the party's handlers;
+* ``actor``  - both parties as Ray actors (the CMOSB workflow's path), wall and CPU seconds
+  (CPU summed over this process and every process it started, so other load on the machine
+  does not count).
+
+The numbers of the direct actor calls this replaced (main at 83bca69) are in the README.
+Run ``python experiments/bench_party_wire.py`` (5 trainings per cell) or ``--quick`` (2);
+JSON goes to ``results/bench_party_wire.json`` unless ``--out`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+OWNER = "bench-owner-" + "x" * 16
+PARAMS = dict(n_federated_trees=10, n_local_trees=0, max_depth=4, learning_rate=0.3)
+_TICK = os.sysconf("SC_CLK_TCK")
+_ACC = {"request": 0.0, "handler": 0.0}
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU seconds of this process and its descendants (Linux ``/proc``)."""
+    stats = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                f = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()
+                stats[int(d)] = (int(f[1]), (int(f[11]) + int(f[12])) / _TICK)
+            except (OSError, IndexError):
+                continue
+    keep, frontier = {os.getpid()}, [os.getpid()]
+    while frontier:
+        parent = frontier.pop()
+        for pid, (ppid, _) in stats.items():
+            if ppid == parent and pid not in keep:
+                keep.add(pid)
+                frontier.append(pid)
+    return sum(stats[p][1] for p in keep if p in stats)
+
+
+def _timed_handlers(acc: dict[str, float]) -> None:
+    from raytune_fed.federation.parties import PassiveClient, PassiveParty
+
+    if getattr(PassiveClient, "_timed", False):
+        return
+    PassiveClient._timed = True
+
+    request = PassiveClient._request
+
+    def timed_request(self, *args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return request(self, *args, **kwargs)
+        finally:
+            acc["request"] += time.perf_counter() - start
+
+    PassiveClient._request = timed_request
+    for spec in PassiveParty.PROTOCOL.values():
+        def timed(*args, _handler=spec.handler, **kwargs):
+            start = time.perf_counter()
+            try:
+                return _handler(*args, **kwargs)
+            finally:
+                acc["handler"] += time.perf_counter() - start
+
+        object.__setattr__(spec, "handler", timed)
+
+
+def _run(path: str, he: str, n: int, task) -> dict:
+    from raytune_fed.federation.parties import ActiveParty, PassiveClient, PassiveParty, remote_party
+    from raytune_fed.models.secureboost import PassiveWorker, SecureBoostClassifier
+
+    Xa, Xp = task.X[:, task.active_features], task.X[:, task.passive_features[0]]
+    rows, params = task.train_rows, {**PARAMS, "he": he}
+    acc = _ACC
+    if path == "local":
+        _timed_handlers(acc)
+    if path == "actor":
+        import ray
+
+        passive = remote_party(PassiveParty, "passive", ray.put(Xp), owner_secret=OWNER)
+        active = remote_party(ActiveParty, "active", ray.put(Xa), task.y, train_rows=rows, test_rows=task.test_rows)
+    elif path == "local":
+        passive = PassiveParty(Xp, owner_secret=OWNER)
+    walls, cpus, overheads = [], [], []
+    for i in range(n + 1):  # the first training warms up
+        acc.update(request=0.0, handler=0.0)
+        wall, cpu = time.perf_counter(), _cpu_seconds()
+        if path == "worker":
+            SecureBoostClassifier(**params).fit(Xa[rows], task.y[rows], passive=[PassiveWorker(Xp)], rows=rows)
+        elif path == "local":
+            client = PassiveClient.admit(passive, owner=OWNER, unit=f"t{i}")
+            SecureBoostClassifier(**params).fit(Xa[rows], task.y[rows], passive=[client], rows=rows)
+        else:
+            import ray
+
+            client = PassiveClient.admit(passive, owner=OWNER, unit=f"t{i}")
+            ray.get(active.train.remote(f"t{i}", params, [client]))
+        if i:
+            walls.append(time.perf_counter() - wall)
+            cpus.append(_cpu_seconds() - cpu)
+            overheads.append(acc["request"] - acc["handler"])
+    out = {"path": path, "he": he, "wall_median_s": statistics.median(walls), "wall_min_s": min(walls),
+           "cpu_median_s": statistics.median(cpus)}
+    if path == "local":
+        out["wire_overhead_s"] = statistics.median(overheads)
+        out["wire_overhead_fraction"] = statistics.median(o / w for o, w in zip(overheads, walls))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--trainings", type=int, default=5)
+    parser.add_argument("--out", default="results/bench_party_wire.json")
+    args = parser.parse_args()
+    import ray
+
+    from raytune_fed.workflows.cmosb import load_task
+
+    n = 2 if args.quick else args.trainings
+    task = load_task("synthetic1")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    out = {"benchmark": "party_wire", "machine": platform.machine(), "python": platform.python_version(),
+           "n_cpus": os.cpu_count(), "load_average": os.getloadavg(), "params": PARAMS, "trainings": n, "cells": []}
+    for he in ("plain", "bfv"):
+        for path in ("worker", "local", "actor"):
+            cell = _run(path, he, n, task)
+            out["cells"].append(cell)
+            print(json.dumps(cell), flush=True)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=2))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
