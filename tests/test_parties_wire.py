@@ -255,3 +255,33 @@ def test_sessions_of_one_party_run_concurrently_and_each_one_at_a_time(party, pu
     gate.set()
     thread.join(10)
     assert results == ["protocol"]
+
+
+@pytest.mark.ray
+def test_the_attacks_fail_the_same_way_against_the_party_actor(ray_session, public):
+    """The same attacker over Ray: wire bytes into the PartyActor's only method."""
+    from raytune_fed.federation.parties import remote_party
+
+    ray = ray_session
+    actor = remote_party(PassiveParty, "bank", np.random.default_rng(0).normal(size=(N_ROWS, 3)), owner_secret=OWNER)
+
+    class OverRay:
+        def call(self, message):
+            return ray.get(actor.call.remote(message))
+
+    party = OverRay()
+    assert reply_of(party.call(pickle.dumps({"method": "info", "args": {}}))) == "malformed"
+    fresh = PassiveClient.admit(actor, owner=OWNER, unit="a").session
+    assert send(party, "open_session", session=fresh, context=public, n_bins=4,
+                train_rows=list(range(40))) == "malformed"  # a JSON list, not an int array
+    t = PassiveClient.admit(actor, owner=OWNER, unit="b").session
+    rows = np.arange(40, dtype=np.int64)
+    assert send(party, "open_session", session=t, context=public, n_bins=4, train_rows=rows)["type"] == "PartyInfo"
+    assert send(party, "open_session", session=t, context=public, n_bins=4, train_rows=rows) == "opened"
+    for guess in (t[:-1] + ("A" if t[-1] != "A" else "B"), CANARY, None):
+        assert send(party, "info", session=guess) == "session"
+    assert send(party, "view", session=t) == "owner"
+    assert send(party, "new_session", unit="c") == "owner"
+    assert send(party, "close", session=t)["type"] == "Closed"
+    assert send(party, "info", session=t) == "session"  # replayed after close
+    ray.kill(actor)
