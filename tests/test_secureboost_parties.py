@@ -145,3 +145,40 @@ def test_encrypted_and_plain_training_through_the_wire_grow_the_in_process_trees
                 assert np.array_equal(getattr(s, name), getattr(t, name)), (he, name)
         assert wired.op_counts_ == direct.op_counts_
         np.testing.assert_array_equal(wired.predict_proba(X[train, :4], rows=train), direct.predict_proba(X[train]))
+
+
+def test_a_passive_party_served_over_http_trains_and_refuses_like_the_object(data):
+    """The passive party on its own machine: ``federation.serve`` answers POST /call with ``Party.call``."""
+    import pickle
+    import threading
+
+    from raytune_fed.federation import _wire
+    from raytune_fed.federation._service import serve
+    from raytune_fed.federation._transports import HttpTransport
+
+    X, y, train, _ = data
+    token = "analyst-token-" + "z" * 16
+    server = serve(PassiveParty(X[:, 4:], owner_secret=OWNER), token=token)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        over_http = HttpTransport(server.url, token)
+        client = PassiveClient.admit(over_http, owner=OWNER, unit="http")
+        wired = SecureBoostClassifier(**PARAMS, he="plain").fit(X[train, :4], y[train], passive=[client], rows=train)
+        direct = SecureBoostClassifier(**PARAMS, he="plain").fit(X[train], y[train])
+        for s, t in zip(wired.trees_, direct.trees_):
+            assert np.array_equal(s.mask, t.mask) and np.array_equal(s.value, t.value)
+
+        def post(message, transport=over_http):
+            (reply,) = transport.collect([transport.submit(message)])
+            return _wire.decode(reply, max_bytes=1 << 20)
+
+        assert post(pickle.dumps({"method": "info", "args": {}}))["refused"]["code"] == "malformed"
+        assert post(_wire.encode({"method": "view", "args": {"session": client.session}}))["refused"]["code"] == "owner"
+        client.close()
+        assert post(_wire.encode({"method": "info", "args": {"session": client.session}}))["refused"]["code"] \
+            == "session"  # replayed after close
+        with pytest.raises(Exception, match="401|unauthori"):
+            post(_wire.encode({"method": "info", "args": {}}), HttpTransport(server.url, "wrong-token-" + "q" * 16))
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -131,6 +131,11 @@ class Party:
         self._sessions: dict[str, Session] = {}
         self._lock = threading.Lock()
 
+    @property
+    def max_request_bytes(self) -> int:
+        """The largest request message this party reads (a transport may refuse larger ones early)."""
+        return self._max_request_bytes
+
     # -- the one entry point ------------------------------------------------------------
 
     def call(self, message: bytes) -> bytes:

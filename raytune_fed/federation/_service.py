@@ -86,12 +86,13 @@ class SiteServer(ThreadingHTTPServer):
 
 def serve(site: Any, *, token: str, host: str = "127.0.0.1", port: int = 0, certfile: str | None = None,
           keyfile: str | None = None) -> SiteServer:
-    """A bound (not yet serving) server for ``site``; call ``serve_forever()`` on it."""
+    """A bound (not yet serving) server for ``site`` (any :class:`~raytune_fed.federation.Party`, e.g. a
+    SecureBoost passive party); call ``serve_forever()`` on it."""
     if not isinstance(token, str) or len(token) < 16:
         raise ConfigError("the service token must be a str of at least 16 characters")
     if (certfile is None) != (keyfile is None):
         raise ConfigError("give both a certificate and its key for TLS, or neither")
-    server = SiteServer(site, (host, port), token, site.policy.limits.max_request_bytes + (1 << 16))
+    server = SiteServer(site, (host, port), token, site.max_request_bytes + (1 << 16))
     if certfile is not None:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
