@@ -11,9 +11,18 @@ federated trees of depth 4, per backend (``plain``, ``bfv``) and per path:
   (CPU summed over this process and every process it started, so other load on the machine
   does not count).
 
+Each cell also counts the client's requests per protocol method.  ``--params deep`` trains the
+costliest corner of CMOSB's space instead (16 local + 16 federated trees of depth 8, every
+node shared), where the passive party wins hundreds of splits per training; ``--paths`` and
+``--backends`` pick cells.  ``--before REV`` first runs the same cells on the code of git
+revision ``REV`` (a temporary worktree, this script), labelled ``before``, under the same
+machine state, so a change of the protocol is measured against the old one.
+
 The numbers of the direct actor calls this replaced (main at 83bca69) are in the README.
 Run ``python experiments/bench_party_wire.py`` (5 trainings per cell) or ``--quick`` (2);
-JSON goes to ``results/bench_party_wire.json`` unless ``--out`` says otherwise.
+JSON goes to ``results/bench_party_wire.json`` unless ``--out`` says otherwise.  The
+batched ``splits`` request: ``python experiments/bench_party_wire.py --params deep --backends plain
+--paths actor --before 944e0d5 --out results/bench_party_wire_splits.json``.
 """
 
 from __future__ import annotations
@@ -23,13 +32,20 @@ import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 OWNER = "bench-owner-" + "x" * 16
-PARAMS = dict(n_federated_trees=10, n_local_trees=0, max_depth=4, learning_rate=0.3)
+PARAM_SETS = {"default": dict(n_federated_trees=10, n_local_trees=0, max_depth=4, learning_rate=0.3),
+              "deep": dict(n_federated_trees=16, n_local_trees=16, max_depth=8, subsample=1.0, purity_threshold=1.0,
+                           learning_rate=0.3)}
 _TICK = os.sysconf("SC_CLK_TCK")
 _ACC = {"request": 0.0, "handler": 0.0}
+_CALLS: Counter = Counter()
 
 
 def _cpu_seconds() -> float:
@@ -52,6 +68,26 @@ def _cpu_seconds() -> float:
     return sum(stats[p][1] for p in keep if p in stats)
 
 
+def _counted_requests(acc: dict[str, float]) -> None:
+    """Time the client's requests and count them per method (the driver's clients, every path)."""
+    from raytune_fed.federation.parties import PassiveClient
+
+    if getattr(PassiveClient, "_counted", False):
+        return
+    PassiveClient._counted = True
+    request = PassiveClient._request
+
+    def timed_request(self, method, *args, **kwargs):
+        _CALLS[method] += 1
+        start = time.perf_counter()
+        try:
+            return request(self, method, *args, **kwargs)
+        finally:
+            acc["request"] += time.perf_counter() - start
+
+    PassiveClient._request = timed_request
+
+
 def _timed_handlers(acc: dict[str, float]) -> None:
     from raytune_fed.federation.parties import PassiveClient, PassiveParty
 
@@ -59,16 +95,6 @@ def _timed_handlers(acc: dict[str, float]) -> None:
         return
     PassiveClient._timed = True
 
-    request = PassiveClient._request
-
-    def timed_request(self, *args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return request(self, *args, **kwargs)
-        finally:
-            acc["request"] += time.perf_counter() - start
-
-    PassiveClient._request = timed_request
     for spec in PassiveParty.PROTOCOL.values():
         def timed(*args, _handler=spec.handler, **kwargs):
             start = time.perf_counter()
@@ -80,13 +106,14 @@ def _timed_handlers(acc: dict[str, float]) -> None:
         object.__setattr__(spec, "handler", timed)
 
 
-def _run(path: str, he: str, n: int, task) -> dict:
+def _run(path: str, he: str, n: int, task, base: dict) -> dict:
     from raytune_fed.federation.parties import ActiveParty, PassiveClient, PassiveParty, remote_party
     from raytune_fed.models.secureboost import PassiveWorker, SecureBoostClassifier
 
     Xa, Xp = task.X[:, task.active_features], task.X[:, task.passive_features[0]]
-    rows, params = task.train_rows, {**PARAMS, "he": he}
+    rows, params = task.train_rows, {**base, "he": he}
     acc = _ACC
+    _counted_requests(acc)
     if path == "local":
         _timed_handlers(acc)
     if path == "actor":
@@ -99,6 +126,7 @@ def _run(path: str, he: str, n: int, task) -> dict:
     walls, cpus, overheads = [], [], []
     for i in range(n + 1):  # the first training warms up
         acc.update(request=0.0, handler=0.0)
+        _CALLS.clear()
         wall, cpu = time.perf_counter(), _cpu_seconds()
         if path == "worker":
             SecureBoostClassifier(**params).fit(Xa[rows], task.y[rows], passive=[PassiveWorker(Xp)], rows=rows)
@@ -116,18 +144,49 @@ def _run(path: str, he: str, n: int, task) -> dict:
             overheads.append(acc["request"] - acc["handler"])
     out = {"path": path, "he": he, "wall_median_s": statistics.median(walls), "wall_min_s": min(walls),
            "cpu_median_s": statistics.median(cpus)}
+    if path == "local":  # the last training's requests (over Ray the active party sends them)
+        out["requests"] = dict(sorted(_CALLS.items()))
     if path == "local":
         out["wire_overhead_s"] = statistics.median(overheads)
         out["wire_overhead_fraction"] = statistics.median(o / w for o, w in zip(overheads, walls))
     return out
 
 
+def _before(revision: str, argv: list[str]) -> dict:
+    """This script's cells on the code of ``revision`` (a temporary worktree; Ray's workers import it too)."""
+    here = Path(__file__).resolve()
+    with tempfile.TemporaryDirectory() as tmp:
+        checkout, out = Path(tmp) / "before", Path(tmp) / "before.json"
+        subprocess.run(["git", "worktree", "add", "--detach", str(checkout), revision], check=True, cwd=here.parent,
+                       capture_output=True)
+        try:
+            subprocess.run([sys.executable, str(here), *argv, "--out", str(out)], check=True, cwd=checkout,
+                           env={**os.environ, "PYTHONPATH": str(checkout)})
+            return json.loads(out.read_text())
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(checkout)], cwd=here.parent,
+                           capture_output=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--trainings", type=int, default=5)
+    parser.add_argument("--params", choices=sorted(PARAM_SETS), default="default")
+    parser.add_argument("--backends", default="plain,bfv")
+    parser.add_argument("--paths", default="worker,local,actor")
+    parser.add_argument("--before", default=None, help="git revision to measure first, labelled 'before'")
     parser.add_argument("--out", default="results/bench_party_wire.json")
     args = parser.parse_args()
+    backends, paths = args.backends.split(","), args.paths.split(",")
+    bad = sorted(set(backends) - {"plain", "bfv"}) + sorted(set(paths) - {"worker", "local", "actor"})
+    if bad:
+        parser.error(f"unknown backends or paths {bad}; backends: plain, bfv; paths: worker, local, actor")
+    before = None
+    if args.before:
+        argv = ["--trainings", str(args.trainings), "--params", args.params, "--backends", args.backends,
+                "--paths", args.paths] + (["--quick"] if args.quick else [])
+        before = _before(args.before, argv)
     import ray
 
     from raytune_fed.workflows.cmosb import load_task
@@ -135,13 +194,17 @@ def main() -> None:
     n = 2 if args.quick else args.trainings
     task = load_task("synthetic1")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    base = PARAM_SETS[args.params]
     out = {"benchmark": "party_wire", "machine": platform.machine(), "python": platform.python_version(),
-           "n_cpus": os.cpu_count(), "load_average": os.getloadavg(), "params": PARAMS, "trainings": n, "cells": []}
-    for he in ("plain", "bfv"):
-        for path in ("worker", "local", "actor"):
-            cell = _run(path, he, n, task)
+           "n_cpus": os.cpu_count(), "load_average": os.getloadavg(), "params": base, "params_name": args.params,
+           "trainings": n, "cells": []}
+    for he in backends:
+        for path in paths:
+            cell = _run(path, he, n, task, base)
             out["cells"].append(cell)
             print(json.dumps(cell), flush=True)
+    if before is not None:
+        out["before"] = {"revision": args.before, "load_average": before["load_average"], "cells": before["cells"]}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=2))
     print(f"wrote {args.out}")

@@ -86,7 +86,7 @@ class _Spy:
     """Records the queries a real passive worker receives (for structural checks)."""
 
     def __init__(self, worker):
-        self.worker, self.levels = worker, []
+        self.worker, self.levels, self.split_requests = worker, [], []
 
     def __getattr__(self, name):
         return getattr(self.worker, name)
@@ -94,6 +94,10 @@ class _Spy:
     def histograms(self, tree, queries):
         self.levels.append((tree, [(q.node, q.direct) for q in queries]))
         return self.worker.histograms(tree, queries)
+
+    def splits(self, tree, picks):
+        self.split_requests.append((tree, [node for node, _ in picks]))
+        return self.worker.splits(tree, picks)
 
 
 def test_histogram_subtraction_computes_the_smaller_sibling_only():
@@ -108,6 +112,38 @@ def test_histogram_subtraction_computes_the_smaller_sibling_only():
     direct = [n for n, d in level1[1] if d][0]
     assert sizes[direct] <= sizes[3 - direct]  # nodes 1 and 2: the direct one is the smaller
     assert sum(d for _, d in level2[1]) == len(level2[1]) // 2
+
+
+def test_a_passive_party_applies_the_splits_it_won_at_a_level_in_one_request():
+    X, y = _data(n=800)
+    spy = _Spy(PassiveWorker(X[:, 4:]))
+    model = _model(n_federated_trees=3, max_depth=4, purity_threshold=1.0)
+    model.fit(X[:, :4], y, passive=[spy], rows=np.arange(len(y)))
+    assert spy.split_requests, "the passive party must win some splits"
+    levels = [(tree, int(np.log2(nodes[0] + 1))) for tree, nodes in spy.split_requests]
+    assert len(levels) == len(set(levels))  # one request per tree and level
+    assert all(int(np.log2(n + 1)) == level for (tree, nodes), (_, level) in zip(spy.split_requests, levels)
+               for n in nodes)
+    assert max(len(nodes) for _, nodes in spy.split_requests) > 1
+    owned = {(t.index, n) for t in model.trees_ for n in np.flatnonzero(t.owner > 0)}
+    assert owned == {(tree, n) for tree, nodes in spy.split_requests for n in nodes}
+
+
+def test_a_passive_worker_refuses_a_node_twice_or_split_again():
+    X, y = _data(n=200)
+    spy = _Spy(PassiveWorker(X[:, 4:]))
+    _model(n_federated_trees=1, max_depth=2, purity_threshold=1.0).fit(X[:, :4], y, passive=[spy],
+                                                                        rows=np.arange(len(y)))
+    worker, known = spy.worker, spy.worker.view.trees[0].nodes
+    before = {n: rows.copy() for n, rows in known.items()}
+    with pytest.raises(ConfigError, match="tree 0: node 0 is split already"):
+        worker.splits(0, [(0, 0)])
+    leaf = max(known)  # a node of the last level, never split
+    with pytest.raises(ConfigError, match="a node is named twice in one request"):
+        worker.splits(0, [(leaf, 0), (leaf, 1)])
+    with pytest.raises(ConfigError, match="names feature 9, this party has 4"):
+        worker.splits(0, [(leaf, 0), (leaf - 1, 9 * 32)])
+    assert sorted(known) == sorted(before) and all(np.array_equal(known[n], before[n]) for n in before)
 
 
 def test_purity_threshold_keeps_pure_nodes_from_the_passive_party():

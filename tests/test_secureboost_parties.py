@@ -93,8 +93,8 @@ def test_sessions_are_single_use_and_closed_ones_answer_nothing(data):
     with pytest.raises(QueryRefusedError, match="no open session has this token"):
         a.view(owner=OWNER)
     b = admit(party, "b")
-    with pytest.raises(QueryRefusedError, match="refused split: the request does not follow the protocol"):
-        b.split(0, 0, 0)
+    with pytest.raises(QueryRefusedError, match="refused splits: the request does not follow the protocol"):
+        b.splits(0, [(0, 0)])
     # the owner may end a session too (its state is dropped)
     b.open_session(public, 16, train)
     from raytune_fed.federation import SiteClient

@@ -22,7 +22,7 @@ from raytune_fed.federation import _wire
 from raytune_fed.federation._clients import answer_of, transport_of
 from raytune_fed.federation._records import Closed, SessionTicket
 from raytune_fed.federation.parties._records import (
-    EncryptedHistograms, OpTally, PartyInfo, RouteBits, RowIds, ViewRecord)
+    EncryptedHistograms, OpTally, PartyInfo, RouteBits, SplitRows, ViewRecord)
 from raytune_fed.models.secureboost import NodeQuery
 
 
@@ -86,8 +86,10 @@ class PassiveClient:
                                EncryptedHistograms)
         return list(answer.payloads)
 
-    def split(self, tree: int, node: int, mask: int) -> np.ndarray:
-        return self._request("split", {"tree": int(tree), "node": int(node), "mask": int(mask)}, RowIds).array()
+    def splits(self, tree: int, picks: Sequence[tuple[int, int]]) -> list[np.ndarray]:
+        p = np.asarray([(int(n), int(m)) for n, m in picks], dtype=np.int64).reshape(-1, 2)
+        answer = self._request("splits", {"tree": int(tree), "picks": p}, SplitRows)
+        return [r.array() for r in answer.lefts]
 
     def route(self, keys: Sequence[tuple[int, int]], rows: np.ndarray) -> np.ndarray:
         k = np.asarray([(int(t), int(n)) for t, n in keys], dtype=np.int64).reshape(-1, 2)

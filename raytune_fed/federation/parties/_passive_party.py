@@ -10,7 +10,7 @@ and it answers with the records of :mod:`raytune_fed.federation.parties._records
   only as a hash, and writes it to the append-only ledger;
 * the active party, holding the token, sends ``open_session`` once (the public context,
   ``n_bins``, its training row ids; a context holding a secret key is refused), then
-  ``histograms`` / ``split`` / ``route`` / ``op_counts`` and finally ``close``;
+  ``histograms`` / ``splits`` / ``route`` / ``op_counts`` and finally ``close``;
 * ``view`` - what the party received, the attack simulation's input - is owner-only: the
   simulation plays the passive party's owner, the active party cannot ask for it.
 
@@ -34,7 +34,7 @@ from raytune_fed.federation._fields import Bytes, Int, IntArray, ListOf, Refusal
 from raytune_fed.federation._party import Party, Session, restricted
 from raytune_fed.federation._records import Closed, SessionTicket
 from raytune_fed.federation.parties._records import (
-    EncryptedHistograms, OpTally, PartyInfo, RouteBits, RowIds, TreeCells, ViewRecord)
+    EncryptedHistograms, OpTally, PartyInfo, RouteBits, RowIds, SplitRows, TreeCells, ViewRecord)
 from raytune_fed.models.secureboost import NodeQuery, PassiveWorker
 from raytune_fed.random import derive, seed_int
 
@@ -181,16 +181,18 @@ class PassiveParty(Party):
             raise Refusal("protocol") from None
         return EncryptedHistograms(payloads), {"tree": tree, "n_queries": len(nodes)}
 
-    @restricted(request={"tree": Int(0, MAX_TREE), "node": Int(0, MAX_NODE), "mask": Int(0, MAX_MASK)},
-                answers=RowIds)
+    @restricted(request={"tree": Int(0, MAX_TREE), "picks": IntArray(max_len=MAX_NODES, high=MAX_MASK, width=2)},
+                answers=SplitRows)
     @_one_at_a_time
-    def split(self, session: Session, tree: int, node: int, mask: int) -> tuple[RowIds, dict[str, Any]]:
-        """The left rows of this party's winning split ``mask`` at a node it was sent."""
+    def splits(self, session: Session, tree: int, picks: np.ndarray) -> tuple[SplitRows, dict[str, Any]]:
+        """The left rows of this party's winning splits ``(node, mask)`` at nodes of one level it was sent."""
+        if picks[:, 0].max() > MAX_NODE:
+            raise Refusal("malformed")
         try:
-            left = self._worker(session).split(tree, node, mask)
+            lefts = self._worker(session).splits(tree, [(int(n), int(m)) for n, m in picks])
         except ConfigError:
             raise Refusal("protocol") from None
-        return RowIds.of(left), {"tree": tree, "node": node}
+        return SplitRows(tuple(RowIds.of(left) for left in lefts)), {"tree": tree, "nodes": picks[:, 0].tolist()}
 
     @restricted(request={"keys": IntArray(max_len=MAX_NODES * 64, high=MAX_TREE, width=2),
                          "rows": IntArray(max_len=MAX_ROWS, high=MAX_ROWS)}, answers=RouteBits)

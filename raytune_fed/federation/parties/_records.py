@@ -49,6 +49,17 @@ class RowIds:
 
 
 @dataclass(frozen=True)
+class SplitRows:
+    """The left rows of each split a passive party applied in one request, in request order."""
+
+    lefts: tuple[RowIds, ...]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.lefts, tuple) or not all(type(r) is RowIds for r in self.lefts):
+            raise BoundaryViolationError("SplitRows.lefts must be a tuple of RowIds")
+
+
+@dataclass(frozen=True)
 class RouteBits:
     """Go-left bits ``(n_rows, n_keys)``, bit-packed row-major."""
 
@@ -176,7 +187,7 @@ class TrainingReport:
         _count("TrainingReport.n_federated_trees", self.n_federated_trees, 0)
 
 
-PARTY_RECORD_TYPES: tuple[type, ...] = (RowIds, RouteBits, PartyInfo, EncryptedHistograms, OpTally, ViewRecord,
+PARTY_RECORD_TYPES: tuple[type, ...] = (RowIds, SplitRows, RouteBits, PartyInfo, EncryptedHistograms, OpTally, ViewRecord,
                                         TrainingReport)
 _BYTES = {RowIds: ("data",), RouteBits: ("data",), Ciphertexts: ("blobs",)}
 for _cls in (Ciphertexts, TreeCells, *PARTY_RECORD_TYPES):

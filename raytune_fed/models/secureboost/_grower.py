@@ -23,6 +23,7 @@ from typing import Sequence
 import numpy as np
 
 from raytune_fed.crypto import GHCodec, Layout, SecretContext, choose_block
+from raytune_fed.errors import ConfigError
 from raytune_fed.models.secureboost._protocol import NodeQuery, PassiveEndpoint
 from raytune_fed.models.secureboost._split import Candidate, SplitRule, best_split, leaf_value, purity
 from raytune_fed.models.secureboost._tree import ACTIVE, Tree
@@ -107,8 +108,7 @@ class TreeGrower:
                 break
             self._histograms(index, todo, parents, gq, hq)
             children = []
-            for n in todo:
-                kids = self._split(tree, index, n, gq, hq)
+            for n, kids in zip(todo, self._split_level(tree, index, todo, gq, hq)):
                 if kids is None:
                     self._leaf(tree, n, leaf_of)
                 else:
@@ -162,23 +162,40 @@ class TreeGrower:
             sg, sh = ids[sib_id].hist[party]
             ids[node_id].hist[party] = (pg - sg, ph - sh)
 
-    def _split(self, tree: Tree, index: int, n: _Node, gq: np.ndarray, hq: np.ndarray) -> list[_Node] | None:
+    def _split_level(self, tree: Tree, index: int, todo: list[_Node], gq: np.ndarray,
+                     hq: np.ndarray) -> list[list[_Node] | None]:
+        """Each node's best split over every party's histograms; the children (``None``: a leaf).
+
+        A passive party applies the splits it won at this level in one request."""
         s = self.s
-        best: Candidate | None = None
-        for party, (hg, hh) in sorted(n.hist.items()):
-            cand = best_split(hg, hh, s.n_bins, n.g, n.h, s.rule, party)
-            if cand is not None and (best is None or cand.gain > best.gain):
-                best = cand
-        if best is None:
-            return None
+        bests: list[Candidate | None] = []
+        for n in todo:
+            best: Candidate | None = None
+            for party, (hg, hh) in sorted(n.hist.items()):
+                cand = best_split(hg, hh, s.n_bins, n.g, n.h, s.rule, party)
+                if cand is not None and (best is None or cand.gain > best.gain):
+                    best = cand
+            bests.append(best)
+        lefts: dict[int, np.ndarray] = {}
+        for party in sorted({b.party for b in bests if b is not None and b.party != ACTIVE}):
+            won = [(n, b) for n, b in zip(todo, bests) if b is not None and b.party == party]
+            answers = s.endpoints[party - 1].splits(index, [(n.id, b.mask) for n, b in won])
+            if len(answers) != len(won):
+                raise ConfigError(f"passive party {party} answered {len(answers)} splits for {len(won)} asked")
+            for (n, _), left_ids in zip(won, answers):
+                lefts[n.id] = np.searchsorted(s.row_ids, np.asarray(left_ids, dtype=np.int64))
+        return [None if best is None else self._children(tree, n, best, lefts.get(n.id), gq, hq)
+                for n, best in zip(todo, bests)]
+
+    def _children(self, tree: Tree, n: _Node, best: Candidate, left: np.ndarray | None, gq: np.ndarray,
+                  hq: np.ndarray) -> list[_Node]:
+        s = self.s
         if best.party == ACTIVE:
             feature, k = divmod(best.mask, s.n_bins)
             go_left = s.active_ids[n.pos, feature] - feature * s.n_bins <= k
             left = n.pos[go_left]
             tree.set_split(n.id, ACTIVE, best.mask, n.shared)
         else:
-            left_ids = s.endpoints[best.party - 1].split(index, n.id, best.mask)
-            left = np.searchsorted(s.row_ids, np.asarray(left_ids, dtype=np.int64))
             tree.set_split(n.id, best.party, -1, n.shared)
         right = np.setdiff1d(n.pos, left)
         shared = n.shared and max(purity(s.labels[left], s.n_classes),

@@ -86,20 +86,32 @@ class PassiveWorker:
                 known[q.node] = np.setdiff1d(known[q.parent], known[q.sibling])
         return out
 
-    def split(self, tree: int, node: int, mask: int) -> np.ndarray:
-        """Apply this party's winning split ``mask`` (``feature * K + bin``) to a known node; left rows."""
+    def splits(self, tree: int, picks: Sequence[tuple[int, int]]) -> list[np.ndarray]:
+        """Apply this party's winning splits ``(node, mask)`` (``mask = feature * K + bin``) of one level
+        of ``tree``; the left rows of each, in order.  All are checked before any is applied."""
         known = self.view.tree(tree).nodes
-        if node not in known:
-            raise ConfigError(f"tree {tree}: node {node} was never sent to this party")
-        feature, k = divmod(int(mask), self._n_bins)
-        if not 0 <= feature < self.n_features:
-            raise ConfigError(f"split mask {mask} names feature {feature}, this party has {self.n_features}")
-        rows = known[node]
-        left = rows[self._ids[rows, feature] - feature * self._n_bins <= k]
-        known[2 * node + 1] = left
-        known[2 * node + 2] = np.setdiff1d(rows, left)
-        self._splits[(int(tree), int(node))] = int(mask)
-        return left
+        checked = []
+        for node, mask in picks:
+            node, mask = int(node), int(mask)
+            if node not in known:
+                raise ConfigError(f"tree {tree}: node {node} was never sent to this party")
+            if (tree, node) in self._splits or 2 * node + 1 in known:
+                raise ConfigError(f"tree {tree}: node {node} is split already")
+            feature, k = divmod(mask, self._n_bins)
+            if not 0 <= feature < self.n_features:
+                raise ConfigError(f"split mask {mask} names feature {feature}, this party has {self.n_features}")
+            checked.append((node, mask, feature, k))
+        if len({c[0] for c in checked}) != len(checked):
+            raise ConfigError(f"tree {tree}: a node is named twice in one request")
+        out = []
+        for node, mask, feature, k in checked:
+            rows = known[node]
+            left = rows[self._ids[rows, feature] - feature * self._n_bins <= k]
+            known[2 * node + 1] = left
+            known[2 * node + 2] = np.setdiff1d(rows, left)
+            self._splits[(int(tree), node)] = mask
+            out.append(left)
+        return out
 
     def route(self, keys: Sequence[tuple[int, int]], rows: np.ndarray) -> np.ndarray:
         """Go-left bits ``(len(rows), len(keys))`` of this party's splits ``keys`` for ``rows``."""
