@@ -8,10 +8,10 @@ import sys
 import threading
 from typing import Any, Sequence
 
-from raytune_fed.cli import cmosb, datasets, pu, report, rfms, site
+from raytune_fed.cli import cmosb, datasets, party, pu, report, rfms, site
 from raytune_fed.errors import RaytuneFedError
 
-COMMANDS = (datasets, rfms, pu, cmosb, report, site)
+COMMANDS = (datasets, rfms, pu, cmosb, report, site, party)
 """Subcommand modules, in the order ``--help`` lists them; each has ``register(subparsers)``."""
 
 

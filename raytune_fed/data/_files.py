@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Sequence
 
+import numpy as np
 import pandas as pd
 
 from raytune_fed.data._validate import Dataset, dataset_from_frame, describe_columns
@@ -24,9 +26,7 @@ def file_suffix(path: str | os.PathLike) -> str | None:
     return next((s for s in sorted(FILE_SUFFIXES, key=len, reverse=True) if lowered.endswith(s)), None)
 
 
-def load_file(path: str | os.PathLike, *, target: str | None, site_column: str | None = None) -> Dataset:
-    """Read a table and encode it; ``target`` names the label column (required)."""
-    path = Path(path)
+def _read_table(path: Path) -> pd.DataFrame:
     name = path.name
     suffix = file_suffix(path)
     if path.is_dir():
@@ -37,7 +37,14 @@ def load_file(path: str | os.PathLike, *, target: str | None, site_column: str |
             f"expected one of {list(FILE_SUFFIXES)}")
     if not path.is_file():
         raise DatasetError(f"dataset {name!r}: file not found: {os.fspath(path)!r}")
-    frame = _read(name, path, suffix)
+    return _read(name, path, suffix)
+
+
+def load_file(path: str | os.PathLike, *, target: str | None, site_column: str | None = None) -> Dataset:
+    """Read a table and encode it; ``target`` names the label column (required)."""
+    path = Path(path)
+    name = path.name
+    frame = _read_table(path)
     if target is None:
         raise DatasetError(
             f"dataset {name!r}: a file dataset needs target=<label column> (--target on the command "
@@ -57,3 +64,32 @@ def _read(name: str, path: Path, suffix: str) -> pd.DataFrame:
     except (pd.errors.ParserError, UnicodeDecodeError, OSError, ValueError) as exc:
         kind = "Parquet" if suffix == ".parquet" else "CSV"
         raise DatasetError(f"dataset {name!r}: cannot read the file as {kind}: {exc}") from None
+
+
+def load_features(path: str | os.PathLike, *, columns: Sequence[str] | None = None) -> np.ndarray:
+    """A feature block without labels (a vertical party's columns): every column of the table, or
+    ``columns`` in that order; each must be numeric and finite, and there must be >= 2 rows."""
+    path = Path(path)
+    name = path.name
+    frame = _read_table(path)
+    if columns is not None:
+        missing = [c for c in columns if c not in frame.columns]
+        if missing or not columns or len(set(columns)) != len(columns):
+            raise DatasetError(f"dataset {name!r}: columns must name distinct columns of the file; unknown "
+                               f"{missing}, asked {list(columns)}; columns are {describe_columns(frame.columns)}")
+        frame = frame[list(columns)]
+    if frame.shape[1] == 0 or frame.shape[0] < 2:
+        raise DatasetError(f"dataset {name!r}: a feature block needs >= 2 rows and >= 1 column, "
+                           f"got {frame.shape[0]} x {frame.shape[1]}")
+    text = [str(c) for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])
+            or pd.api.types.is_bool_dtype(frame[c])]
+    if text:
+        raise DatasetError(f"dataset {name!r}: feature columns must be numeric; not numeric: "
+                           f"{describe_columns(text)}")
+    X = frame.to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(X)
+    if bad.any():
+        row, col = np.argwhere(bad)[0]
+        raise DatasetError(f"dataset {name!r}: {int(bad.sum())} missing or infinite values (first: row {row}, "
+                           f"column {str(frame.columns[col])!r})")
+    return X

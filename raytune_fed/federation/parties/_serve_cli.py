@@ -1,0 +1,97 @@
+"""``raytune-fed party serve``: a SecureBoost passive party as an authenticated network service.
+
+The party's owner runs this on the party's machine with its feature columns and two
+secrets: the active party's bearer token (``--token-file``) and its own credential
+(``--owner-token-file``), with which it admits each training (``new_session``) and reads
+a session's view.  The columns come from a ``.csv``/``.csv.gz``/``.parquet`` table (every
+column, or ``--columns``; no labels: a passive party holds none) or an ``.npz`` with an
+array ``X`` (read with ``allow_pickle=False``); rows are the aligned instance ids, in
+order.  The service answers ``POST /call`` with :meth:`PassiveParty.call
+<raytune_fed.federation.Party.call>`, so it refuses exactly what the object refuses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    party = subparsers.add_parser("party", help="run a vertical-learning party",
+                                  description="Run a SecureBoost passive party under its owner's control.")
+    sub = party.add_subparsers(dest="party_command", required=True, metavar="PARTY_COMMAND")
+    s = sub.add_parser("serve", help="serve a passive party over HTTP(S) with a bearer token",
+                       description="Serve a SecureBoost passive party as an authenticated network service "
+                                   "(POST /call).")
+    s.add_argument("--data", required=True, help="the party's columns: .csv/.csv.gz/.parquet or .npz (array X)")
+    s.add_argument("--columns", default=None, help="comma-separated columns of a table file (default: all)")
+    s.add_argument("--name", default="passive", help="the party's name (default: %(default)s)")
+    s.add_argument("--token-file", required=True, help="file holding the active party's bearer token")
+    s.add_argument("--owner-token-file", required=True, help="file holding the owner's credential")
+    s.add_argument("--ledger", default=None, help="append-only ledger file (kept across restarts)")
+    s.add_argument("--max-sessions", type=int, default=None, help="cap on the sessions the party ever issues")
+    s.add_argument("--seed", type=int, default=0, help="seed of the masks on returned ciphertexts")
+    s.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
+    s.add_argument("--port", type=int, default=8443, help="port (0 picks a free one; default: %(default)s)")
+    s.add_argument("--cert", default=None, help="TLS certificate (PEM); with --key the service speaks TLS only")
+    s.add_argument("--key", default=None, help="TLS private key (PEM)")
+    s.add_argument("--url-file", default=None, help="write the service's URL to this file once it listens")
+    return s
+
+
+def load_party_features(path: str, columns: str | None) -> Any:
+    """The feature block of ``path`` (``columns``: comma-separated names, tables only)."""
+    import numpy as np
+
+    from raytune_fed.data._files import load_features
+    from raytune_fed.errors import DatasetError
+
+    if path.lower().endswith(".npz"):
+        if columns is not None:
+            raise DatasetError(f"--columns names columns of a table; {os.fspath(path)!r} is an .npz (array X)")
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                X = data["X"]
+        except (OSError, KeyError, ValueError) as exc:
+            raise DatasetError(f"cannot read an array X from {os.fspath(path)!r}: {exc}") from None
+        if X.ndim != 2 or X.shape[0] < 2 or X.shape[1] < 1 or X.dtype.kind not in "iuf":
+            raise DatasetError(f"{os.fspath(path)!r}: X must be a numeric 2-D array with >= 2 rows and >= 1 "
+                               f"column, got {X.dtype} of shape {X.shape}")
+        if not np.all(np.isfinite(X)):
+            raise DatasetError(f"{os.fspath(path)!r}: X holds {int(np.sum(~np.isfinite(X)))} missing or infinite "
+                               f"values")
+        return X.astype(np.float64)
+    names = None if columns is None else [c.strip() for c in columns.split(",")]
+    return load_features(path, columns=names)
+
+
+def run(args: argparse.Namespace) -> None:
+    from raytune_fed._checks import check_int
+    from raytune_fed.federation._service import serve
+    from raytune_fed.federation._transports import read_token
+    from raytune_fed.federation.parties import PassiveParty
+
+    if args.max_sessions is not None:
+        check_int("--max-sessions", args.max_sessions, 1)
+    check_int("--seed", args.seed, 0)
+    token = read_token(args.token_file, "token")
+    owner = read_token(args.owner_token_file, "owner token")
+    if owner == token:
+        from raytune_fed.errors import ConfigError
+
+        raise ConfigError("the owner's credential must differ from the active party's token")
+    X = load_party_features(args.data, args.columns)
+    party = PassiveParty(X, name=args.name, seed=args.seed, max_sessions=args.max_sessions, ledger=args.ledger,
+                         owner_secret=owner)
+    server = serve(party, token=token, host=args.host, port=args.port, certfile=args.cert, keyfile=args.key)
+    print(f"party {args.name!r} serving on {server.url} ({X.shape[0]} rows, {X.shape[1]} features)", flush=True)
+    if args.url_file:
+        Path(args.url_file).write_text(server.url + "\n")
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
+        sys.stdout.flush()
