@@ -54,13 +54,13 @@ class _Probe:
     def __getattr__(self, name):
         return getattr(self.worker, name)
 
-    def histograms(self, tree, queries):
+    def histograms(self, queries):
         for q in queries:
             if q.direct:
                 self.direct_rows.append(int(q.rows.size))
             else:
                 self.derived += 1
-        return self.worker.histograms(tree, queries)
+        return self.worker.histograms(queries)
 
 
 def _secureboost(X, y, he: str, trees: int, depth: int, times) -> tuple[dict, _Probe]:

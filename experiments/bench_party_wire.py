@@ -1,7 +1,7 @@
 """Benchmark: what the passive party's wire boundary costs a SecureBoost training.
 
-On Synthetic1 (CMOSB's split: 5 active / 5 passive columns, 1,333 training rows), 10
-federated trees of depth 4, per backend (``plain``, ``bfv``) and per path:
+On Synthetic1 (CMOSB's split: 5 active / 5 passive columns, 1,333 training rows; or
+Synthetic2 with ``--dataset``: 10 classes, 6,667 rows), 10 federated rounds of depth 4, per backend (``plain``, ``bfv``) and per path:
 
 * ``worker`` - the estimator with the in-process :class:`PassiveWorker` (no boundary: the floor);
 * ``local``  - :class:`PassiveParty` through ``call(bytes)`` in this process (wire encoding,
@@ -22,7 +22,10 @@ The numbers of the direct actor calls this replaced (main at 83bca69) are in the
 Run ``python experiments/bench_party_wire.py`` (5 trainings per cell) or ``--quick`` (2);
 JSON goes to ``results/bench_party_wire.json`` unless ``--out`` says otherwise.  The
 batched ``splits`` request: ``python experiments/bench_party_wire.py --params deep --backends plain
---paths actor --before 944e0d5 --out results/bench_party_wire_splits.json``.
+--paths actor --before 944e0d5 --out results/bench_party_wire_splits.json``; the trees of a
+multi-class round sharing each level's requests: ``python experiments/bench_party_wire.py
+--dataset synthetic2 --backends plain --paths local,actor --trainings 3 --before ce75d34
+--out results/bench_party_wire_rounds.json``.
 """
 
 from __future__ import annotations
@@ -173,6 +176,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--trainings", type=int, default=5)
     parser.add_argument("--params", choices=sorted(PARAM_SETS), default="default")
+    parser.add_argument("--dataset", choices=["synthetic1", "synthetic2"], default="synthetic1",
+                        help="synthetic2: 10 classes, a tree per class per round")
     parser.add_argument("--backends", default="plain,bfv")
     parser.add_argument("--paths", default="worker,local,actor")
     parser.add_argument("--before", default=None, help="git revision to measure first, labelled 'before'")
@@ -184,7 +189,8 @@ def main() -> None:
         parser.error(f"unknown backends or paths {bad}; backends: plain, bfv; paths: worker, local, actor")
     before = None
     if args.before:
-        argv = ["--trainings", str(args.trainings), "--params", args.params, "--backends", args.backends,
+        argv = ["--trainings", str(args.trainings), "--params", args.params, "--dataset", args.dataset,
+                "--backends", args.backends,
                 "--paths", args.paths] + (["--quick"] if args.quick else [])
         before = _before(args.before, argv)
     import ray
@@ -192,11 +198,12 @@ def main() -> None:
     from raytune_fed.workflows.cmosb import load_task
 
     n = 2 if args.quick else args.trainings
-    task = load_task("synthetic1")
+    task = load_task(args.dataset)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     base = PARAM_SETS[args.params]
     out = {"benchmark": "party_wire", "machine": platform.machine(), "python": platform.python_version(),
            "n_cpus": os.cpu_count(), "load_average": os.getloadavg(), "params": base, "params_name": args.params,
+           "dataset": args.dataset,
            "trainings": n, "cells": []}
     for he in backends:
         for path in paths:

@@ -19,7 +19,7 @@ OWNER = "passive-owner-" + "x" * 16
 CANARY = "CANARY-7f3a"
 N_ROWS = 60
 FIXED_TEXTS = set(REFUSALS.values())
-PICK0 = np.array([[0, 0]], dtype=np.int64)
+PICK0 = np.array([[0, 0, 0]], dtype=np.int64)  # tree 0, node 0, mask 0
 
 
 @pytest.fixture()
@@ -111,31 +111,34 @@ def test_a_message_over_the_size_cap_is_refused(party, public):
 
 
 @pytest.mark.parametrize("method, fields", [
-    ("splits", {"tree": -1, "picks": PICK0}),
-    ("splits", {"tree": 1 << 40, "picks": PICK0}),
-    ("splits", {"tree": 0, "picks": np.array([[1 << 20, 0]], dtype=np.int64)}),   # node over the cap
-    ("splits", {"tree": 0, "picks": np.array([[-5, 0]], dtype=np.int64)}),
-    ("splits", {"tree": 0, "picks": np.array([[0, -1]], dtype=np.int64)}),
-    ("splits", {"tree": 0, "picks": np.array([[0, 1 << 40]], dtype=np.int64)}),
-    ("splits", {"tree": 0, "picks": np.zeros((0, 2), dtype=np.int64)}),          # nothing asked
-    ("splits", {"tree": 0, "picks": np.zeros((1, 3), dtype=np.int64)}),          # wrong width
-    ("splits", {"tree": 0, "picks": np.zeros(2, dtype=np.int64)}),               # 1-D
-    ("splits", {"tree": 0, "picks": [[0, 0]]}),                                  # a JSON list
-    ("splits", {"tree": 0, "picks": np.zeros((1, 2))}),                          # floats
-    ("splits", {"tree": "0", "picks": PICK0}),
-    ("splits", {"tree": 0}),
-    ("histograms", {"tree": 0, "queries": []}),
-    ("histograms", {"tree": 0, "queries": [{"node": 0, "parent": -1, "block": 1, "sibling": -1}]}),  # neither
-    ("histograms", {"tree": 0, "queries": [{"node": 0, "parent": -1, "block": 1, "sibling": -1,
-                                            "rows": np.arange(5, dtype=np.int64)}]}),             # rows, no gh
-    ("histograms", {"tree": 0, "queries": [{"node": 0, "parent": -1, "block": 1, "sibling": -1,
-                                            "rows": np.arange(5, dtype=np.int64),
-                                            "gh": {"scheme": "pickle", "blobs": [b"x"]}}]}),
-    ("histograms", {"tree": 0, "queries": [{"node": 0, "parent": -1, "block": 1, "sibling": -1,
-                                            "rows": np.arange(N_ROWS + 5, dtype=np.int64),
-                                            "gh": {"scheme": "plain", "blobs": [b"x"]}}]}),
-    ("histograms", {"tree": 0, "queries": [{"node": 3, "parent": 1, "block": 0, "sibling": 4, "x": CANARY}]}),
-    ("histograms", {"tree": 0, "queries": [{"node": 1 << 30, "parent": 0, "block": 0, "sibling": 2}]}),
+    ("splits", {"picks": np.array([[-1, 0, 0]], dtype=np.int64)}),
+    ("splits", {"picks": np.array([[1 << 21, 0, 0]], dtype=np.int64)}),          # tree over the cap
+    ("splits", {"picks": np.array([[0, 1 << 20, 0]], dtype=np.int64)}),          # node over the cap
+    ("splits", {"picks": np.array([[0, -5, 0]], dtype=np.int64)}),
+    ("splits", {"picks": np.array([[0, 0, -1]], dtype=np.int64)}),
+    ("splits", {"picks": np.array([[0, 0, 1 << 40]], dtype=np.int64)}),
+    ("splits", {"picks": np.zeros((0, 3), dtype=np.int64)}),                     # nothing asked
+    ("splits", {"picks": np.zeros((1, 2), dtype=np.int64)}),                     # wrong width
+    ("splits", {"picks": np.zeros(3, dtype=np.int64)}),                          # 1-D
+    ("splits", {"picks": [[0, 0, 0]]}),                                          # a JSON list
+    ("splits", {"picks": np.zeros((1, 3))}),                                     # floats
+    ("splits", {"picks": PICK0, "tree": 0}),                                     # a field it does not take
+    ("splits", {}),
+    ("histograms", {"queries": []}),
+    ("histograms", {"queries": [{"tree": 0, "node": 0, "parent": -1, "block": 1, "sibling": -1}]}),  # neither
+    ("histograms", {"queries": [{"tree": 0, "node": 0, "parent": -1, "block": 1, "sibling": -1,
+                                 "rows": np.arange(5, dtype=np.int64)}]}),                       # rows, no gh
+    ("histograms", {"queries": [{"tree": 0, "node": 0, "parent": -1, "block": 1, "sibling": -1,
+                                 "rows": np.arange(5, dtype=np.int64),
+                                 "gh": {"scheme": "pickle", "blobs": [b"x"]}}]}),
+    ("histograms", {"queries": [{"tree": 0, "node": 0, "parent": -1, "block": 1, "sibling": -1,
+                                 "rows": np.arange(N_ROWS + 5, dtype=np.int64),
+                                 "gh": {"scheme": "plain", "blobs": [b"x"]}}]}),
+    ("histograms", {"queries": [{"tree": 0, "node": 3, "parent": 1, "block": 0, "sibling": 4, "x": CANARY}]}),
+    ("histograms", {"queries": [{"tree": 0, "node": 1 << 30, "parent": 0, "block": 0, "sibling": 2}]}),
+    ("histograms", {"queries": [{"tree": -1, "node": 3, "parent": 1, "block": 0, "sibling": 4}]}),
+    ("histograms", {"queries": [{"node": 3, "parent": 1, "block": 0, "sibling": 4}]}),       # no tree
+    ("histograms", {"tree": 0, "queries": [{"tree": 0, "node": 3, "parent": 1, "block": 0, "sibling": 4}]}),
     ("route", {"keys": np.zeros((2, 3), dtype=np.int64), "rows": np.arange(5, dtype=np.int64)}),
     ("route", {"keys": [[0, 0]], "rows": np.arange(5, dtype=np.int64)}),
     ("route", {"keys": np.zeros((1, 2), dtype=np.int64), "rows": np.arange(N_ROWS, N_ROWS + 3, dtype=np.int64)}),
@@ -147,13 +150,13 @@ def test_malformed_protocol_requests_are_refused(party, public, method, fields):
 
 def test_requests_out_of_protocol_order_are_refused(party, public):
     t = token(party)
-    assert send(party, "splits", session=t, tree=0, picks=PICK0) == "protocol"  # before open_session
+    assert send(party, "splits", session=t, picks=PICK0) == "protocol"  # before open_session
     t = opened(party, public)
-    assert send(party, "splits", session=t, tree=0, picks=PICK0) == "protocol"  # a node never sent
+    assert send(party, "splits", session=t, picks=PICK0) == "protocol"  # a node never sent
     assert send(party, "route", session=t, keys=np.zeros((1, 2), dtype=np.int64),
                 rows=np.arange(5, dtype=np.int64)) == "protocol"                   # a split it never made
-    assert send(party, "histograms", session=t, tree=0,
-                queries=[{"node": 1, "parent": 0, "block": 0, "sibling": 2}]) == "protocol"
+    assert send(party, "histograms", session=t,
+                queries=[{"tree": 0, "node": 1, "parent": 0, "block": 0, "sibling": 2}]) == "protocol"
 
 
 def test_guessed_replayed_and_closed_tokens_are_refused(party, public, tmp_path):
@@ -201,8 +204,8 @@ def test_the_session_cap_holds(tmp_path):
 def test_every_request_of_a_session_is_in_the_ledger_before_its_answer(party, public):
     t = opened(party, public)
     before = len(party._ledger.entries)
-    send(party, "splits", session=t, tree=0, picks=PICK0)
-    send(party, "splits", session=t, tree=-1, picks=PICK0)
+    send(party, "splits", session=t, picks=PICK0)
+    send(party, "splits", session=t, picks=-PICK0 - 1)
     send(party, "view", session=t, owner=OWNER)
     entries = party._ledger.entries[before:]
     assert [(e["event"], e.get("code")) for e in entries] == [
@@ -240,8 +243,8 @@ def test_answers_are_records_of_bytes_and_scalars_only(party, public):
         assert b"\x80\x04" not in raw[:64]  # no pickle frame
     assert {"SessionTicket", "PartyInfo", "EncryptedHistograms", "SplitRows"} <= kinds
     # replaying a split of the finished training is refused, and so is a node named twice
-    assert send(party, "splits", session=client.session, tree=0, picks=PICK0) == "protocol"
-    assert send(party, "splits", session=client.session, tree=1, picks=np.array([[3, 0], [3, 0]])) == "protocol"
+    assert send(party, "splits", session=client.session, picks=PICK0) == "protocol"
+    assert send(party, "splits", session=client.session, picks=np.array([[1, 3, 0], [1, 3, 0]])) == "protocol"
 
 
 def test_sessions_of_one_party_run_concurrently_and_each_one_at_a_time(party, public):
@@ -258,7 +261,7 @@ def test_sessions_of_one_party_run_concurrently_and_each_one_at_a_time(party, pu
         raise ConfigError("never seen by the caller")
 
     party._workers[token_key(a)].splits = blocked
-    thread = threading.Thread(target=lambda: results.append(send(party, "splits", session=a, tree=0, picks=PICK0)))
+    thread = threading.Thread(target=lambda: results.append(send(party, "splits", session=a, picks=PICK0)))
     thread.start()
     assert send(party, "info", session=b)["type"] == "PartyInfo"  # answered while a's request is running
     assert not party._serial(party._sessions[token_key(a)]).acquire(blocking=False)  # a's own requests wait

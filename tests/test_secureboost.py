@@ -91,13 +91,13 @@ class _Spy:
     def __getattr__(self, name):
         return getattr(self.worker, name)
 
-    def histograms(self, tree, queries):
-        self.levels.append((tree, [(q.node, q.direct) for q in queries]))
-        return self.worker.histograms(tree, queries)
+    def histograms(self, queries):
+        self.levels.append([(q.tree, q.node, q.direct) for q in queries])
+        return self.worker.histograms(queries)
 
-    def splits(self, tree, picks):
-        self.split_requests.append((tree, [node for node, _ in picks]))
-        return self.worker.splits(tree, picks)
+    def splits(self, picks):
+        self.split_requests.append([(tree, node) for tree, node, _ in picks])
+        return self.worker.splits(picks)
 
 
 def test_histogram_subtraction_computes_the_smaller_sibling_only():
@@ -106,12 +106,12 @@ def test_histogram_subtraction_computes_the_smaller_sibling_only():
     model = _model(n_federated_trees=1, max_depth=3, purity_threshold=1.0)
     model.fit(X[:, :4], y, passive=[spy], rows=np.arange(len(y)))
     root, level1, level2 = spy.levels
-    assert root == (0, [(0, True)])
-    assert sorted(direct for _, direct in level1[1]) == [False, True]
+    assert root == [(0, 0, True)]
+    assert sorted(direct for _, _, direct in level1) == [False, True]
     sizes = {n: rows.size for n, rows in spy.worker.view.trees[0].nodes.items()}
-    direct = [n for n, d in level1[1] if d][0]
+    direct = [n for _, n, d in level1 if d][0]
     assert sizes[direct] <= sizes[3 - direct]  # nodes 1 and 2: the direct one is the smaller
-    assert sum(d for _, d in level2[1]) == len(level2[1]) // 2
+    assert sum(d for _, _, d in level2) == len(level2) // 2
 
 
 def test_a_passive_party_applies_the_splits_it_won_at_a_level_in_one_request():
@@ -120,13 +120,42 @@ def test_a_passive_party_applies_the_splits_it_won_at_a_level_in_one_request():
     model = _model(n_federated_trees=3, max_depth=4, purity_threshold=1.0)
     model.fit(X[:, :4], y, passive=[spy], rows=np.arange(len(y)))
     assert spy.split_requests, "the passive party must win some splits"
-    levels = [(tree, int(np.log2(nodes[0] + 1))) for tree, nodes in spy.split_requests]
-    assert len(levels) == len(set(levels))  # one request per tree and level
-    assert all(int(np.log2(n + 1)) == level for (tree, nodes), (_, level) in zip(spy.split_requests, levels)
-               for n in nodes)
-    assert max(len(nodes) for _, nodes in spy.split_requests) > 1
+    levels = [{(tree, int(np.log2(node + 1))) for tree, node in request} for request in spy.split_requests]
+    assert all(len(level) == 1 for level in levels)  # one tree and level per request (binary: a tree per round)
+    assert len({next(iter(level)) for level in levels}) == len(levels)  # and one request per tree and level
+    assert max(len(request) for request in spy.split_requests) > 1
     owned = {(t.index, n) for t in model.trees_ for n in np.flatnonzero(t.owner > 0)}
-    assert owned == {(tree, n) for tree, nodes in spy.split_requests for n in nodes}
+    assert owned == {key for request in spy.split_requests for key in request}
+
+
+def test_the_trees_of_a_multiclass_round_share_each_levels_requests():
+    X, y = _data(n=900, n_classes=3, seed=2)
+    spy = _Spy(PassiveWorker(X[:, 4:]))
+    model = _model(n_federated_trees=2, max_depth=3, purity_threshold=1.0, subsample=0.7)
+    model.fit(X[:, :4], y, passive=[spy], rows=np.arange(len(y)))
+    # 2 rounds x 3 levels, each request holding the level of all 3 trees of its round
+    assert len(spy.levels) == 6
+    for r, level in enumerate(spy.levels):
+        assert {tree for tree, _, _ in level} == {3 * (r // 3), 3 * (r // 3) + 1, 3 * (r // 3) + 2}
+    # the same trees as one tree at a time (a grower per tree), and the same passive view
+    from raytune_fed.models.secureboost import _grower
+
+    original = _grower.TreeGrower.grow_round
+    one_by_one = _Spy(PassiveWorker(X[:, 4:]))
+    _grower.TreeGrower.grow_round = lambda self, jobs: [r for j in jobs for r in original(self, [j])]
+    try:
+        alone = _model(n_federated_trees=2, max_depth=3, purity_threshold=1.0, subsample=0.7)
+        alone.fit(X[:, :4], y, passive=[one_by_one], rows=np.arange(len(y)))
+    finally:
+        _grower.TreeGrower.grow_round = original
+    assert len(one_by_one.levels) == 18
+    for s, t in zip(model.trees_, alone.trees_):
+        for name in ("owner", "mask", "value", "shared"):
+            assert np.array_equal(getattr(s, name), getattr(t, name)), name
+    ours, theirs = spy.worker.view.partitions(), one_by_one.worker.view.partitions()
+    assert [t for t, _ in ours] == [t for t, _ in theirs]
+    assert all(len(a) == len(b) and all(np.array_equal(x, z) for x, z in zip(a, b))
+               for (_, a), (_, b) in zip(ours, theirs))
 
 
 def test_a_passive_worker_refuses_a_node_twice_or_split_again():
@@ -137,12 +166,14 @@ def test_a_passive_worker_refuses_a_node_twice_or_split_again():
     worker, known = spy.worker, spy.worker.view.trees[0].nodes
     before = {n: rows.copy() for n, rows in known.items()}
     with pytest.raises(ConfigError, match="tree 0: node 0 is split already"):
-        worker.splits(0, [(0, 0)])
+        worker.splits([(0, 0, 0)])
     leaf = max(known)  # a node of the last level, never split
     with pytest.raises(ConfigError, match="a node is named twice in one request"):
-        worker.splits(0, [(leaf, 0), (leaf, 1)])
+        worker.splits([(0, leaf, 0), (0, leaf, 1)])
     with pytest.raises(ConfigError, match="names feature 9, this party has 4"):
-        worker.splits(0, [(leaf, 0), (leaf - 1, 9 * 32)])
+        worker.splits([(0, leaf, 0), (0, leaf - 1, 9 * 32)])
+    with pytest.raises(ConfigError, match="tree 7: node 0 was never sent to this party"):
+        worker.splits([(0, leaf, 0), (7, 0, 0)])
     assert sorted(known) == sorted(before) and all(np.array_equal(known[n], before[n]) for n in before)
 
 

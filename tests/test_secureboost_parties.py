@@ -94,7 +94,7 @@ def test_sessions_are_single_use_and_closed_ones_answer_nothing(data):
         a.view(owner=OWNER)
     b = admit(party, "b")
     with pytest.raises(QueryRefusedError, match="refused splits: the request does not follow the protocol"):
-        b.splits(0, [(0, 0)])
+        b.splits([(0, 0, 0)])
     # the owner may end a session too (its state is dropped)
     b.open_session(public, 16, train)
     from raytune_fed.federation import SiteClient

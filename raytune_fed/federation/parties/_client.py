@@ -35,7 +35,7 @@ def _transport(target: Any) -> Any:
 
 
 def _query(q: NodeQuery) -> dict[str, Any]:
-    out: dict[str, Any] = {"node": int(q.node), "parent": int(q.parent), "block": int(q.block),
+    out: dict[str, Any] = {"tree": int(q.tree), "node": int(q.node), "parent": int(q.parent), "block": int(q.block),
                            "sibling": int(q.sibling)}
     if q.direct:
         out["rows"] = np.ascontiguousarray(q.rows, dtype=np.int64)
@@ -81,14 +81,13 @@ class PassiveClient:
         self.n_rows_ = info.n_rows
         return info.n_masks
 
-    def histograms(self, tree: int, queries: Sequence[NodeQuery]) -> list[Ciphertexts]:
-        answer = self._request("histograms", {"tree": int(tree), "queries": [_query(q) for q in queries]},
-                               EncryptedHistograms)
+    def histograms(self, queries: Sequence[NodeQuery]) -> list[Ciphertexts]:
+        answer = self._request("histograms", {"queries": [_query(q) for q in queries]}, EncryptedHistograms)
         return list(answer.payloads)
 
-    def splits(self, tree: int, picks: Sequence[tuple[int, int]]) -> list[np.ndarray]:
-        p = np.asarray([(int(n), int(m)) for n, m in picks], dtype=np.int64).reshape(-1, 2)
-        answer = self._request("splits", {"tree": int(tree), "picks": p}, SplitRows)
+    def splits(self, picks: Sequence[tuple[int, int, int]]) -> list[np.ndarray]:
+        p = np.asarray([(int(t), int(n), int(m)) for t, n, m in picks], dtype=np.int64).reshape(-1, 3)
+        answer = self._request("splits", {"picks": p}, SplitRows)
         return [r.array() for r in answer.lefts]
 
     def route(self, keys: Sequence[tuple[int, int]], rows: np.ndarray) -> np.ndarray:

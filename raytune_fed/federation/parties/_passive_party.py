@@ -52,7 +52,7 @@ MAX_BLOBS = 1 << 20
 ROWS = IntArray(max_len=MAX_ROWS, high=MAX_ROWS, increasing=True)
 CIPHERTEXTS = Struct({"scheme": Text(max_len=16, choices=SCHEMES),
                       "blobs": ListOf(Bytes(max_size=MAX_CIPHERTEXT_BYTES), max_len=MAX_BLOBS)})
-QUERY = Struct({"node": Int(0, MAX_NODE), "parent": Int(-1, MAX_NODE), "rows": replace(ROWS, optional=True),
+QUERY = Struct({"tree": Int(0, MAX_TREE), "node": Int(0, MAX_NODE), "parent": Int(-1, MAX_NODE), "rows": replace(ROWS, optional=True),
                 "gh": replace(CIPHERTEXTS, optional=True), "block": Int(0, MAX_ROWS), "sibling": Int(-1, MAX_NODE)})
 
 
@@ -159,11 +159,10 @@ class PassiveParty(Party):
         self._n_masks[session.key] = n_masks
         return self._info(n_masks), {"n_rows": int(rows.size), "n_bins": n_bins, "context_bytes": len(context)}
 
-    @restricted(request={"tree": Int(0, MAX_TREE), "queries": ListOf(QUERY, max_len=MAX_NODES, min_len=1)},
-                answers=EncryptedHistograms)
+    @restricted(request={"queries": ListOf(QUERY, max_len=MAX_NODES, min_len=1)}, answers=EncryptedHistograms)
     @_one_at_a_time
-    def histograms(self, session: Session, tree: int,
-                   queries: tuple[dict[str, Any], ...]) -> tuple[EncryptedHistograms, dict[str, Any]]:
+    def histograms(self, session: Session, queries: tuple[dict[str, Any], ...]) -> tuple[EncryptedHistograms,
+                                                                                          dict[str, Any]]:
         """Encrypted per-bin sums of each direct query (derived ones name their parent and sibling)."""
         worker = self._worker(session)
         nodes = []
@@ -174,25 +173,24 @@ class PassiveParty(Party):
                 raise Refusal("malformed")
             gh = None if not direct else Ciphertexts.of(q["gh"]["scheme"], q["gh"]["blobs"])
             nodes.append(NodeQuery(q["node"], q["parent"], None if not direct else self._rows(q["rows"]), gh,
-                                   q["block"], q["sibling"]))
+                                   q["block"], q["sibling"], q["tree"]))
         try:
-            payloads = tuple(worker.histograms(tree, nodes))
+            payloads = tuple(worker.histograms(nodes))
         except ConfigError:
             raise Refusal("protocol") from None
-        return EncryptedHistograms(payloads), {"tree": tree, "n_queries": len(nodes)}
+        return EncryptedHistograms(payloads), {"trees": sorted({q.tree for q in nodes}), "n_queries": len(nodes)}
 
-    @restricted(request={"tree": Int(0, MAX_TREE), "picks": IntArray(max_len=MAX_NODES, high=MAX_MASK, width=2)},
-                answers=SplitRows)
+    @restricted(request={"picks": IntArray(max_len=MAX_NODES, high=MAX_MASK, width=3)}, answers=SplitRows)
     @_one_at_a_time
-    def splits(self, session: Session, tree: int, picks: np.ndarray) -> tuple[SplitRows, dict[str, Any]]:
-        """The left rows of this party's winning splits ``(node, mask)`` at nodes of one level it was sent."""
-        if picks[:, 0].max() > MAX_NODE:
+    def splits(self, session: Session, picks: np.ndarray) -> tuple[SplitRows, dict[str, Any]]:
+        """The left rows of this party's winning splits ``(tree, node, mask)`` at nodes of one level it was sent."""
+        if picks[:, 0].max() > MAX_TREE or picks[:, 1].max() > MAX_NODE:
             raise Refusal("malformed")
         try:
-            lefts = self._worker(session).splits(tree, [(int(n), int(m)) for n, m in picks])
+            lefts = self._worker(session).splits([(int(t), int(n), int(m)) for t, n, m in picks])
         except ConfigError:
             raise Refusal("protocol") from None
-        return SplitRows(tuple(RowIds.of(left) for left in lefts)), {"tree": tree, "nodes": picks[:, 0].tolist()}
+        return SplitRows(tuple(RowIds.of(left) for left in lefts)), {"splits": picks[:, :2].tolist()}
 
     @restricted(request={"keys": IntArray(max_len=MAX_NODES * 64, high=MAX_TREE, width=2),
                          "rows": IntArray(max_len=MAX_ROWS, high=MAX_ROWS)}, answers=RouteBits)

@@ -29,7 +29,7 @@ from raytune_fed.crypto import GHCodec, OpCounts, calibrate, secret_context
 from raytune_fed.errors import ConfigError
 from raytune_fed.models.secureboost import _loss
 from raytune_fed.models.secureboost._binning import apply_bins, mask_ids, quantile_edges
-from raytune_fed.models.secureboost._grower import Session, TreeGrower
+from raytune_fed.models.secureboost._grower import Session, TreeGrower, TreeJob
 from raytune_fed.models.secureboost._params import check_params, passive_blocks
 from raytune_fed.models.secureboost._passive import PassiveWorker
 from raytune_fed.models.secureboost._split import SplitRule
@@ -150,8 +150,8 @@ class SecureBoostClassifier(ClassifierMixin, BaseEstimator):
         n_sample = max(1, int(round(p["subsample"] * n)))
         for rnd in range(p["n_local_trees"] + p["n_federated_trees"]):
             g, h = _loss.gradients(raw, s.labels, k)
-            update = np.zeros_like(raw)
-            for out in range(n_out):
+            jobs = []
+            for out in range(n_out):  # the round's trees (one per class) grow together, level by level
                 index = rnd * n_out + out
                 if n_sample < n:
                     sample = np.sort(as_generator(derive(p["random_state"], "subsample", index))
@@ -159,13 +159,15 @@ class SecureBoostClassifier(ClassifierMixin, BaseEstimator):
                 else:
                     sample = np.arange(n)
                 gq, hq = s.codec.quantise(g[:, out], h[:, out])
-                tree, leaf_of = grower.grow(index, out, sample, gq, hq, federated=rnd >= p["n_local_trees"])
-                if n_sample < n:
-                    leaf_of = tree.apply(s.active_ids - np.arange(s.active_ids.shape[1]) * s.n_bins, s.n_bins,
-                                         self._passive_bits([tree], s.row_ids, remote=True))
-                update[:, out] = tree.value[leaf_of]
+                jobs.append(TreeJob(index, out, sample, gq, hq, federated=rnd >= p["n_local_trees"]))
+            grown = grower.grow_round(jobs)
+            if n_sample < n:  # rows outside a tree's sample: route every row through the round's trees at once
+                bits = self._passive_bits([tree for tree, _ in grown], s.row_ids, remote=True)
+                bins = s.active_ids - np.arange(s.active_ids.shape[1]) * s.n_bins
+                grown = [(tree, tree.apply(bins, s.n_bins, bits)) for tree, _ in grown]
+            for tree, leaf_of in grown:
+                raw[:, tree.output] += tree.value[leaf_of]
                 trees.append(tree)
-            raw += update
         self.trees_ = trees
         self.n_outputs_ = n_out
 

@@ -1,6 +1,6 @@
 """Growing one tree: Algorithm 1 (split finding with passive parties) inside Algorithm 4.
 
-Level by level.  Every node to split gets the active party's plaintext histogram; a node
+Level by level, the trees of one boosting round together.  Every node to split gets the active party's plaintext histogram; a node
 *shared* with the passive parties also gets each passive party's encrypted histogram: the
 active party encrypts the node's packed gradients (node-compact: only the node's rows),
 the passive party sums them per bin, the active party decrypts.  Of two sibling nodes
@@ -84,75 +84,126 @@ def _plan(nodes: list[_Node], parents: dict[int, _Node], party: int) -> dict[int
     return derived
 
 
+@dataclass
+class TreeJob:
+    """One tree to grow: its index and output, sample positions, quantised gradients, whether federated."""
+
+    index: int
+    output: int
+    sample: np.ndarray
+    gq: np.ndarray
+    hq: np.ndarray
+    federated: bool
+
+
+@dataclass
+class _Growing:
+    """A tree being grown: its current level and the nodes split at the level before."""
+
+    job: TreeJob
+    tree: Tree
+    leaf_of: np.ndarray
+    level: list[_Node]
+    parents: dict[int, _Node] = field(default_factory=dict)
+    todo: list[_Node] = field(default_factory=list)
+
+
 class TreeGrower:
-    """Grows the trees of one training over one :class:`Session`."""
+    """Grows the trees of one training over one :class:`Session`.
+
+    The trees of one boosting round (one per class for multi-class, Algorithm 4) depend only
+    on the round's gradients, so :meth:`grow_round` grows them together, level by level: a
+    passive party gets one histogram request and one split request per level for all of
+    them, not one per tree and node.
+    """
 
     def __init__(self, session: Session) -> None:
         self.s = session
 
     def grow(self, index: int, output: int, sample: np.ndarray, gq: np.ndarray, hq: np.ndarray,
              federated: bool) -> tuple[Tree, np.ndarray]:
-        """One tree on the sorted training positions ``sample``; returns it and each sample row's leaf."""
+        """One tree on the sorted training positions ``sample``; returns it and each training row's leaf."""
+        return self.grow_round([TreeJob(index, output, sample, gq, hq, federated)])[0]
+
+    def grow_round(self, jobs: Sequence[TreeJob]) -> list[tuple[Tree, np.ndarray]]:
+        """The trees of ``jobs`` (distinct indices), grown level by level together; each with its rows' leaves."""
         s = self.s
-        tree = Tree(index, output, s.max_depth, federated)
-        leaf_of = np.zeros(s.labels.size, dtype=np.int64)
-        root = _Node(0, sample, int(gq[sample].sum()), int(hq[sample].sum()),
-                     federated and bool(s.endpoints) and purity(s.labels[sample], s.n_classes) < s.purity_threshold)
-        level, parents = [root], {}
+        if len({j.index for j in jobs}) != len(jobs):
+            raise ConfigError("the trees grown together need distinct indices")
+        growing = []
+        for j in jobs:
+            shared = j.federated and bool(s.endpoints) and purity(s.labels[j.sample], s.n_classes) < s.purity_threshold
+            root = _Node(0, j.sample, int(j.gq[j.sample].sum()), int(j.hq[j.sample].sum()), shared)
+            growing.append(_Growing(j, Tree(j.index, j.output, s.max_depth, j.federated),
+                                    np.zeros(s.labels.size, dtype=np.int64), [root]))
         for depth in range(s.max_depth + 1):
-            todo = [n for n in level if depth < s.max_depth and n.pos.size >= 2]
-            for n in level:
-                if n not in todo:
-                    self._leaf(tree, n, leaf_of)
-            if not todo:
+            for g in growing:
+                g.todo = [n for n in g.level if depth < s.max_depth and n.pos.size >= 2]
+                for n in g.level:
+                    if n not in g.todo:
+                        self._leaf(g.tree, n, g.leaf_of)
+            active = [g for g in growing if g.todo]
+            if not active:
                 break
-            self._histograms(index, todo, parents, gq, hq)
-            children = []
-            for n, kids in zip(todo, self._split_level(tree, index, todo, gq, hq)):
-                if kids is None:
-                    self._leaf(tree, n, leaf_of)
-                else:
-                    children.extend(kids)
-            parents = {n.id: n for n in todo}
-            level = children
-        return tree, leaf_of
+            self._histograms(active)
+            for g, kids_of in zip(active, self._split_level(active)):
+                children = []
+                for n, kids in zip(g.todo, kids_of):
+                    if kids is None:
+                        self._leaf(g.tree, n, g.leaf_of)
+                    else:
+                        children.extend(kids)
+                g.parents, g.level = {n.id: n for n in g.todo}, children
+            for g in growing:
+                if g not in active:
+                    g.level = []
+        return [(g.tree, g.leaf_of) for g in growing]
 
     # ------------------------------------------------------------------ steps
     def _leaf(self, tree: Tree, n: _Node, leaf_of: np.ndarray) -> None:
         tree.set_leaf(n.id, leaf_value(n.g, n.h, self.s.rule, self.s.learning_rate), n.shared)
         leaf_of[n.pos] = n.id
 
-    def _histograms(self, index: int, todo: list[_Node], parents: dict[int, _Node], gq: np.ndarray,
-                    hq: np.ndarray) -> None:
+    def _histograms(self, growing: list[_Growing]) -> None:
         s = self.s
-        derived = _plan(todo, parents, ACTIVE)
-        for n in todo:
-            if n.id not in derived:
-                n.hist[ACTIVE] = _active_hist(s, n.pos, gq, hq)
-        self._subtract(todo, parents, derived, ACTIVE)
-        shared = [n for n in todo if n.shared]
+        for g in growing:
+            derived = _plan(g.todo, g.parents, ACTIVE)
+            for n in g.todo:
+                if n.id not in derived:
+                    n.hist[ACTIVE] = _active_hist(s, n.pos, g.job.gq, g.job.hq)
+            self._subtract(g.todo, g.parents, derived, ACTIVE)
+        shared = [(g, [n for n in g.todo if n.shared]) for g in growing]
+        shared = [(g, nodes) for g, nodes in shared if nodes]
         if not shared:
             return
-        sealed = {}
+        sealed: dict[tuple[int, int], tuple[object, int]] = {}  # the same ciphertexts serve every passive party
         for party, endpoint in enumerate(s.endpoints, start=1):
-            derived = _plan(shared, parents, party)
-            queries = []
-            for n in shared:
-                parent = (n.id - 1) // 2 if n.id else -1
-                if n.id in derived:
-                    queries.append(NodeQuery(n.id, parent, sibling=derived[n.id]))
-                    continue
-                if n.id not in sealed:  # the same ciphertexts serve every passive party
-                    layout = Layout.for_node(n.pos.size, max(s.passive_masks), s.max_block)
-                    sealed[n.id] = (s.keys.encrypt(s.codec.pack(gq[n.pos], hq[n.pos]), layout), layout.block)
-                gh, block = sealed[n.id]
-                queries.append(NodeQuery(n.id, parent, rows=s.row_ids[n.pos], gh=gh, block=block))
-            replies = iter(endpoint.histograms(index, queries))
-            for n in shared:
-                if n.id not in derived:
-                    layout = Layout(n.pos.size, s.passive_masks[party - 1], sealed[n.id][1])
-                    n.hist[party] = s.codec.unpack_sums(s.keys.decrypt_sums(next(replies), layout))
-            self._subtract(shared, parents, derived, party)
+            queries, direct, plans = [], [], []
+            for g, nodes in shared:
+                derived = _plan(nodes, g.parents, party)
+                plans.append(derived)
+                index = g.job.index
+                for n in nodes:
+                    parent = (n.id - 1) // 2 if n.id else -1
+                    if n.id in derived:
+                        queries.append(NodeQuery(n.id, parent, sibling=derived[n.id], tree=index))
+                        continue
+                    key = (index, n.id)
+                    if key not in sealed:
+                        layout = Layout.for_node(n.pos.size, max(s.passive_masks), s.max_block)
+                        sealed[key] = (s.keys.encrypt(s.codec.pack(g.job.gq[n.pos], g.job.hq[n.pos]), layout),
+                                       layout.block)
+                    gh, block = sealed[key]
+                    queries.append(NodeQuery(n.id, parent, rows=s.row_ids[n.pos], gh=gh, block=block, tree=index))
+                    direct.append((key, n))
+            replies = list(endpoint.histograms(queries))
+            if len(replies) != len(direct):
+                raise ConfigError(f"passive party {party} answered {len(replies)} histograms for {len(direct)} asked")
+            for ((index, node_id), n), reply in zip(direct, replies):
+                layout = Layout(n.pos.size, s.passive_masks[party - 1], sealed[(index, node_id)][1])
+                n.hist[party] = s.codec.unpack_sums(s.keys.decrypt_sums(reply, layout))
+            for (g, nodes), derived in zip(shared, plans):
+                self._subtract(nodes, g.parents, derived, party)
 
     @staticmethod
     def _subtract(nodes: list[_Node], parents: dict[int, _Node], derived: dict[int, int], party: int) -> None:
@@ -162,34 +213,37 @@ class TreeGrower:
             sg, sh = ids[sib_id].hist[party]
             ids[node_id].hist[party] = (pg - sg, ph - sh)
 
-    def _split_level(self, tree: Tree, index: int, todo: list[_Node], gq: np.ndarray,
-                     hq: np.ndarray) -> list[list[_Node] | None]:
-        """Each node's best split over every party's histograms; the children (``None``: a leaf).
+    def _split_level(self, growing: list[_Growing]) -> list[list[list[_Node] | None]]:
+        """Per tree, each node's children under its best split over every party's histograms (``None``: a leaf).
 
-        A passive party applies the splits it won at this level in one request."""
+        A passive party applies the splits it won at this level, in every tree, in one request."""
         s = self.s
-        bests: list[Candidate | None] = []
-        for n in todo:
-            best: Candidate | None = None
-            for party, (hg, hh) in sorted(n.hist.items()):
-                cand = best_split(hg, hh, s.n_bins, n.g, n.h, s.rule, party)
-                if cand is not None and (best is None or cand.gain > best.gain):
-                    best = cand
-            bests.append(best)
-        lefts: dict[int, np.ndarray] = {}
-        for party in sorted({b.party for b in bests if b is not None and b.party != ACTIVE}):
-            won = [(n, b) for n, b in zip(todo, bests) if b is not None and b.party == party]
-            answers = s.endpoints[party - 1].splits(index, [(n.id, b.mask) for n, b in won])
+        bests: list[list[Candidate | None]] = []
+        for g in growing:
+            row = []
+            for n in g.todo:
+                best: Candidate | None = None
+                for party, (hg, hh) in sorted(n.hist.items()):
+                    cand = best_split(hg, hh, s.n_bins, n.g, n.h, s.rule, party)
+                    if cand is not None and (best is None or cand.gain > best.gain):
+                        best = cand
+                row.append(best)
+            bests.append(row)
+        lefts: dict[tuple[int, int], np.ndarray] = {}
+        parties = {b.party for row in bests for b in row if b is not None and b.party != ACTIVE}
+        for party in sorted(parties):
+            won = [(g.job.index, n, b) for g, row in zip(growing, bests) for n, b in zip(g.todo, row)
+                   if b is not None and b.party == party]
+            answers = s.endpoints[party - 1].splits([(index, n.id, b.mask) for index, n, b in won])
             if len(answers) != len(won):
                 raise ConfigError(f"passive party {party} answered {len(answers)} splits for {len(won)} asked")
-            for (n, _), left_ids in zip(won, answers):
-                lefts[n.id] = np.searchsorted(s.row_ids, np.asarray(left_ids, dtype=np.int64))
-        return [None if best is None else self._children(tree, n, best, lefts.get(n.id), gq, hq)
-                for n, best in zip(todo, bests)]
+            for (index, n, _), left_ids in zip(won, answers):
+                lefts[(index, n.id)] = np.searchsorted(s.row_ids, np.asarray(left_ids, dtype=np.int64))
+        return [[None if best is None else self._children(g, n, best, lefts.get((g.job.index, n.id)))
+                 for n, best in zip(g.todo, row)] for g, row in zip(growing, bests)]
 
-    def _children(self, tree: Tree, n: _Node, best: Candidate, left: np.ndarray | None, gq: np.ndarray,
-                  hq: np.ndarray) -> list[_Node]:
-        s = self.s
+    def _children(self, g: _Growing, n: _Node, best: Candidate, left: np.ndarray | None) -> list[_Node]:
+        s, tree, gq, hq = self.s, g.tree, g.job.gq, g.job.hq
         if best.party == ACTIVE:
             feature, k = divmod(best.mask, s.n_bins)
             go_left = s.active_ids[n.pos, feature] - feature * s.n_bins <= k

@@ -65,34 +65,38 @@ class PassiveWorker:
         self._splits = {}
         return self.n_features * self._n_bins
 
-    def histograms(self, tree: int, queries: Sequence[NodeQuery]) -> list[Ciphertexts]:
-        """Encrypted per-bin sums for each direct query, in order; derived ones only update the view."""
+    def histograms(self, queries: Sequence[NodeQuery]) -> list[Ciphertexts]:
+        """Encrypted per-bin sums for each direct query, in order; derived ones only update the view.
+
+        The queries are one level of one or more trees (``q.tree``); a derived node names
+        its parent and sibling in its own tree."""
         if self._context is None or self._ids is None:
             raise ConfigError("open_session must come before histogram queries")
-        known = self.view.tree(tree).nodes
         out = []
         self.view.n_queries += 1
         for q in queries:
             if q.direct:
                 rows = self._check_rows(q.rows)
-                known[q.node] = rows
+                self.view.tree(q.tree).nodes[q.node] = rows
                 self.view.ciphertext_bytes += q.gh.size
                 layout = Layout(rows.size, self.n_features * self._n_bins, q.block)
                 out.append(self._context.histogram(q.gh, self._ids[rows], layout, self._rng))
         for q in queries:
             if not q.direct:
+                known = self.view.tree(q.tree).nodes
                 if q.parent not in known or q.sibling not in known:
-                    raise ConfigError(f"tree {tree}: node {q.node} is derived from unknown nodes {q.parent}/{q.sibling}")
+                    raise ConfigError(f"tree {q.tree}: node {q.node} is derived from unknown nodes "
+                                      f"{q.parent}/{q.sibling}")
                 known[q.node] = np.setdiff1d(known[q.parent], known[q.sibling])
         return out
 
-    def splits(self, tree: int, picks: Sequence[tuple[int, int]]) -> list[np.ndarray]:
-        """Apply this party's winning splits ``(node, mask)`` (``mask = feature * K + bin``) of one level
-        of ``tree``; the left rows of each, in order.  All are checked before any is applied."""
-        known = self.view.tree(tree).nodes
+    def splits(self, picks: Sequence[tuple[int, int, int]]) -> list[np.ndarray]:
+        """Apply this party's winning splits ``(tree, node, mask)`` (``mask = feature * K + bin``) of one
+        level; the left rows of each, in order.  All are checked before any is applied."""
         checked = []
-        for node, mask in picks:
-            node, mask = int(node), int(mask)
+        for tree, node, mask in picks:
+            tree, node, mask = int(tree), int(node), int(mask)
+            known = self.view.trees[tree].nodes if tree in self.view.trees else {}
             if node not in known:
                 raise ConfigError(f"tree {tree}: node {node} was never sent to this party")
             if (tree, node) in self._splits or 2 * node + 1 in known:
@@ -100,16 +104,17 @@ class PassiveWorker:
             feature, k = divmod(mask, self._n_bins)
             if not 0 <= feature < self.n_features:
                 raise ConfigError(f"split mask {mask} names feature {feature}, this party has {self.n_features}")
-            checked.append((node, mask, feature, k))
-        if len({c[0] for c in checked}) != len(checked):
-            raise ConfigError(f"tree {tree}: a node is named twice in one request")
+            checked.append((tree, node, mask, feature, k))
+        if len({c[:2] for c in checked}) != len(checked):
+            raise ConfigError("a node is named twice in one request")
         out = []
-        for node, mask, feature, k in checked:
+        for tree, node, mask, feature, k in checked:
+            known = self.view.trees[tree].nodes
             rows = known[node]
             left = rows[self._ids[rows, feature] - feature * self._n_bins <= k]
             known[2 * node + 1] = left
             known[2 * node + 2] = np.setdiff1d(rows, left)
-            self._splits[(int(tree), node)] = mask
+            self._splits[(tree, node)] = mask
             out.append(left)
         return out
 

@@ -19,7 +19,7 @@ from raytune_fed.crypto import Ciphertexts
 
 @dataclass(frozen=True)
 class NodeQuery:
-    """One node of the current level for a passive party.
+    """One node of the current level of tree ``tree`` for a passive party.
 
     Either *direct* (``rows`` and their encrypted packed gradients ``gh``, ``block``
     instances per ciphertext: the passive party returns the node's encrypted per-bin
@@ -34,6 +34,7 @@ class NodeQuery:
     gh: Ciphertexts | None = None
     block: int = 0
     sibling: int = -1
+    tree: int = 0
 
     @property
     def direct(self) -> bool:
@@ -45,9 +46,9 @@ class PassiveEndpoint(Protocol):
 
     def open_session(self, public_context: bytes, n_bins: int, train_rows: np.ndarray) -> int: ...
 
-    def histograms(self, tree: int, queries: Sequence[NodeQuery]) -> list[Ciphertexts]: ...
+    def histograms(self, queries: Sequence[NodeQuery]) -> list[Ciphertexts]: ...
 
-    def splits(self, tree: int, picks: Sequence[tuple[int, int]]) -> list[np.ndarray]: ...
+    def splits(self, picks: Sequence[tuple[int, int, int]]) -> list[np.ndarray]: ...
 
     def route(self, keys: Sequence[tuple[int, int]], rows: np.ndarray) -> np.ndarray: ...
 
