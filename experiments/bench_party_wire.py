@@ -1,7 +1,8 @@
 """Benchmark: what the passive party's wire boundary costs a SecureBoost training.
 
 On Synthetic1 (CMOSB's split: 5 active / 5 passive columns, 1,333 training rows; or
-Synthetic2 with ``--dataset``: 10 classes, 6,667 rows), 10 federated rounds of depth 4, per backend (``plain``, ``bfv``) and per path:
+Synthetic2 with ``--dataset``: 10 classes, 6,667 rows), 10 federated rounds of depth 4,
+per backend (``plain``, ``bfv``) and per path:
 
 * ``worker`` - the estimator with the in-process :class:`PassiveWorker` (no boundary: the floor);
 * ``local``  - :class:`PassiveParty` through ``call(bytes)`` in this process (wire encoding,
