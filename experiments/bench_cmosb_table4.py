@@ -15,7 +15,8 @@ Synthetic2 0.879 / 0.368 / 0.706 / 0.805 for CMOSB / ES / GS / BO.
 
 Run ``python experiments/bench_cmosb_table4.py`` (the paper's budget) or with smaller
 ``--population/--generations/--bo-trials``; the Tune runs go to ``--work`` (rerunning the
-same command resumes them) and the JSON to ``--out``.
+same command resumes them, and then holds the report and the Figures 6-9 PNGs of each
+dataset) and the JSON to ``--out``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import platform
 import time
 from pathlib import Path
 
-from raytune_fed.workflows.cmosb import CMOSBSettings, run_cmosb, summarize
+from raytune_fed.workflows.cmosb import CMOSBSettings, run_cmosb, write_outputs
 
 PAPER = {"synthetic1": {"cmosb": 0.920, "es": 0.516, "gs": 0.826, "bo": 0.902},
          "default_credit": {"cmosb": 0.920, "es": 0.094, "gs": 0.746, "bo": 0.900},
@@ -56,7 +57,8 @@ def main() -> None:
                                  n_sample=args.attack_sample).check()
         start = time.perf_counter()
         frame = run_cmosb(settings, Path(args.work) / dataset, num_cpus=args.num_cpus)
-        summary = summarize(frame)["datasets"][dataset]
+        # results.parquet, summary.json, report.md and the Figures 6-9 PNGs beside the Tune runs
+        summary = write_outputs(frame, Path(args.work) / dataset)["datasets"][dataset]
         recorded = json.loads((Path(args.work) / dataset / "settings.json").read_text())
         out["datasets"][dataset] = {
             "settings": recorded["settings"], "op_times": recorded["op_times"],
