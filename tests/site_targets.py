@@ -89,14 +89,20 @@ def start_service(tmp_path: Path, data: dict[str, Any], certs: tuple[Path, Path]
            str(tmp_path / "owner"), "--port", "0", "--url-file", str(url_file)]
     if certs is not None:
         cmd += ["--cert", str(certs[0]), "--key", str(certs[1])]
+    proc, url = launch(cmd, url_file)
+    return proc, url, token
+
+
+def launch(cmd: list[str], url_file: Path) -> tuple[Any, str]:
+    """Start a ``serve`` command in its own process; wait for the URL it writes once it listens."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     give_up = time.monotonic() + 300  # set-up only: a service that never starts fails the test, not hangs it
     while not url_file.exists() or not url_file.read_text().strip():
         if proc.poll() is not None or time.monotonic() > give_up:
             proc.kill()
-            raise RuntimeError(f"site service did not start: {proc.stderr.read()}")
+            raise RuntimeError(f"service did not start: {proc.stderr.read()}")
         time.sleep(0.05)
-    return proc, url_file.read_text().strip(), token
+    return proc, url_file.read_text().strip()
 
 
 def _service(tmp_path: Path, data: dict[str, Any], certs: tuple[Path, Path]) -> Target:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import secrets
-import subprocess
 import sys
-import time
 
 import numpy as np
 import pandas as pd
@@ -18,6 +16,7 @@ from raytune_fed.federation import _wire
 from raytune_fed.federation._transports import HttpTransport
 from raytune_fed.federation.parties import PassiveClient
 from raytune_fed.models.secureboost import SecureBoostClassifier
+from site_targets import launch
 
 OWNER = "party-owner-" + "o" * 20
 PARAMS = dict(n_federated_trees=3, max_depth=3, purity_threshold=1.0, learning_rate=0.3)
@@ -36,14 +35,8 @@ def _serve(tmp_path, extra=()):
     cmd = [sys.executable, "-m", "raytune_fed.cli", "party", "serve", "--data", str(tmp_path / "passive.csv"),
            "--token-file", str(tmp_path / "token"), "--owner-token-file", str(tmp_path / "owner"),
            "--ledger", str(tmp_path / "ledger.jsonl"), "--port", "0", "--url-file", str(url_file), *extra]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    give_up = time.monotonic() + 300  # set-up only: a service that never starts fails the test, not hangs it
-    while not url_file.exists() or not url_file.read_text().strip():
-        if proc.poll() is not None or time.monotonic() > give_up:
-            proc.kill()
-            raise RuntimeError(f"party service did not start: {proc.stderr.read()}")
-        time.sleep(0.05)
-    return proc, url_file.read_text().strip(), token
+    proc, url = launch(cmd, url_file)
+    return proc, url, token
 
 
 @pytest.mark.process

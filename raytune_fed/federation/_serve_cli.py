@@ -27,12 +27,32 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     s.add_argument("--target", default=None, help="label column of a table file")
     s.add_argument("--token-file", required=True, help="file holding the analysts' bearer token")
     s.add_argument("--owner-token-file", default=None, help="file holding the owner's credential")
+    add_listen_arguments(s)
+    return s
+
+
+def add_listen_arguments(s: argparse.ArgumentParser) -> None:
+    """Where and how a served party listens (shared by ``site serve`` and ``party serve``)."""
     s.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
     s.add_argument("--port", type=int, default=8443, help="port (0 picks a free one; default: %(default)s)")
     s.add_argument("--cert", default=None, help="TLS certificate (PEM); with --key the service speaks TLS only")
     s.add_argument("--key", default=None, help="TLS private key (PEM)")
     s.add_argument("--url-file", default=None, help="write the service's URL to this file once it listens")
-    return s
+
+
+def serve_until_stopped(party: Any, token: str, args: argparse.Namespace, banner: str) -> None:
+    """Serve ``party`` with the listen arguments; print ``banner`` (``{url}`` filled in), write the URL file."""
+    from raytune_fed.federation._service import serve
+
+    server = serve(party, token=token, host=args.host, port=args.port, certfile=args.cert, keyfile=args.key)
+    print(banner.format(url=server.url), flush=True)
+    if args.url_file:
+        Path(args.url_file).write_text(server.url + "\n")
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
+        sys.stdout.flush()
 
 
 def _load_data(path: str, target: str | None) -> tuple[Any, Any]:
@@ -54,7 +74,6 @@ def _load_data(path: str, target: str | None) -> tuple[Any, Any]:
 
 def run(args: argparse.Namespace) -> None:
     from raytune_fed.federation._policy import load_policy
-    from raytune_fed.federation._service import serve
     from raytune_fed.federation._site import Site
     from raytune_fed.federation._transports import read_token
 
@@ -63,12 +82,5 @@ def run(args: argparse.Namespace) -> None:
     owner = read_token(args.owner_token_file, "owner token") if args.owner_token_file else None
     X, y = _load_data(args.data, args.target)
     site = Site(X, y, policy, owner_secret=owner)
-    server = serve(site, token=token, host=args.host, port=args.port, certfile=args.cert, keyfile=args.key)
-    print(f"site {policy.name!r} serving on {server.url} ({len(y)} rows, {site.n_features} features)", flush=True)
-    if args.url_file:
-        Path(args.url_file).write_text(server.url + "\n")
-    try:
-        server.serve_forever()
-    finally:
-        server.server_close()
-        sys.stdout.flush()
+    serve_until_stopped(site, token, args, f"site {policy.name!r} serving on {{url}} ({len(y)} rows, "
+                                           f"{site.n_features} features)")

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
-from pathlib import Path
 from typing import Any
+
+from raytune_fed.federation._serve_cli import add_listen_arguments, serve_until_stopped
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -34,11 +34,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     s.add_argument("--ledger", default=None, help="append-only ledger file (kept across restarts)")
     s.add_argument("--max-sessions", type=int, default=None, help="cap on the sessions the party ever issues")
     s.add_argument("--seed", type=int, default=0, help="seed of the masks on returned ciphertexts")
-    s.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
-    s.add_argument("--port", type=int, default=8443, help="port (0 picks a free one; default: %(default)s)")
-    s.add_argument("--cert", default=None, help="TLS certificate (PEM); with --key the service speaks TLS only")
-    s.add_argument("--key", default=None, help="TLS private key (PEM)")
-    s.add_argument("--url-file", default=None, help="write the service's URL to this file once it listens")
+    add_listen_arguments(s)
     return s
 
 
@@ -70,7 +66,6 @@ def load_party_features(path: str, columns: str | None) -> Any:
 
 def run(args: argparse.Namespace) -> None:
     from raytune_fed._checks import check_int
-    from raytune_fed.federation._service import serve
     from raytune_fed.federation._transports import read_token
     from raytune_fed.federation.parties import PassiveParty
 
@@ -86,12 +81,5 @@ def run(args: argparse.Namespace) -> None:
     X = load_party_features(args.data, args.columns)
     party = PassiveParty(X, name=args.name, seed=args.seed, max_sessions=args.max_sessions, ledger=args.ledger,
                          owner_secret=owner)
-    server = serve(party, token=token, host=args.host, port=args.port, certfile=args.cert, keyfile=args.key)
-    print(f"party {args.name!r} serving on {server.url} ({X.shape[0]} rows, {X.shape[1]} features)", flush=True)
-    if args.url_file:
-        Path(args.url_file).write_text(server.url + "\n")
-    try:
-        server.serve_forever()
-    finally:
-        server.server_close()
-        sys.stdout.flush()
+    serve_until_stopped(party, token, args, f"party {args.name!r} serving on {{url}} ({X.shape[0]} rows, "
+                                            f"{X.shape[1]} features)")
