@@ -52,8 +52,9 @@ MAX_BLOBS = 1 << 20
 ROWS = IntArray(max_len=MAX_ROWS, high=MAX_ROWS, increasing=True)
 CIPHERTEXTS = Struct({"scheme": Text(max_len=16, choices=SCHEMES),
                       "blobs": ListOf(Bytes(max_size=MAX_CIPHERTEXT_BYTES), max_len=MAX_BLOBS)})
-QUERY = Struct({"tree": Int(0, MAX_TREE), "node": Int(0, MAX_NODE), "parent": Int(-1, MAX_NODE), "rows": replace(ROWS, optional=True),
-                "gh": replace(CIPHERTEXTS, optional=True), "block": Int(0, MAX_ROWS), "sibling": Int(-1, MAX_NODE)})
+QUERY = Struct({"tree": Int(0, MAX_TREE), "node": Int(0, MAX_NODE), "parent": Int(-1, MAX_NODE),
+                "rows": replace(ROWS, optional=True), "gh": replace(CIPHERTEXTS, optional=True),
+                "block": Int(0, MAX_ROWS), "sibling": Int(-1, MAX_NODE)})
 
 
 def _one_at_a_time(handler: Callable[..., Any]) -> Callable[..., Any]:
