@@ -22,6 +22,6 @@ from raytune_fed.federation.parties._records import (
 
 __all__ = [
     "PARTY_RECORD_TYPES", "ActiveParty", "EncryptedHistograms", "OpTally", "PartyInfo", "PassiveClient",
-    "PassiveParty", "RouteBits", "RowIds", "SplitRows", "TrainingReport", "TreeCells", "ViewRecord", "check_party_answer",
-    "remote_party",
+    "PassiveParty", "RouteBits", "RowIds", "SplitRows", "TrainingReport", "TreeCells", "ViewRecord",
+    "check_party_answer", "remote_party",
 ]

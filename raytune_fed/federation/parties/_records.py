@@ -187,8 +187,8 @@ class TrainingReport:
         _count("TrainingReport.n_federated_trees", self.n_federated_trees, 0)
 
 
-PARTY_RECORD_TYPES: tuple[type, ...] = (RowIds, SplitRows, RouteBits, PartyInfo, EncryptedHistograms, OpTally, ViewRecord,
-                                        TrainingReport)
+PARTY_RECORD_TYPES: tuple[type, ...] = (RowIds, SplitRows, RouteBits, PartyInfo, EncryptedHistograms, OpTally,
+                                        ViewRecord, TrainingReport)
 _BYTES = {RowIds: ("data",), RouteBits: ("data",), Ciphertexts: ("blobs",)}
 for _cls in (Ciphertexts, TreeCells, *PARTY_RECORD_TYPES):
     register_record(_cls, bytes_fields=_BYTES.get(_cls, ()))
