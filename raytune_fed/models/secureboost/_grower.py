@@ -1,8 +1,9 @@
 """Growing trees: Algorithm 1 (split finding with passive parties) inside Algorithm 4.
 
 Level by level, the trees of one boosting round together.  Every node to split gets the
-active party's plaintext histogram; a node *shared* with the passive parties also gets each passive party's encrypted histogram: the
-active party encrypts the node's packed gradients (node-compact: only the node's rows),
+active party's plaintext histogram; a node *shared* with the passive parties also gets
+each passive party's encrypted histogram: the active party encrypts the node's packed
+gradients (node-compact: only the node's rows),
 the passive party sums them per bin, the active party decrypts.  Of two sibling nodes
 both to split, only the one with fewer rows is computed; the other is its parent's
 histogram minus it (the passive party is told the node is "parent minus sibling").
