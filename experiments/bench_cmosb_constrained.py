@@ -14,7 +14,10 @@ utility loss against the constrained objective (Figure 11).  Writes the JSON to
     python experiments/bench_cmosb_constrained.py                       # the paper's 20 x 40
     python experiments/bench_cmosb_constrained.py --population 10 --generations 8
 
-The Tune runs go to ``--work``; rerunning the same command resumes them.
+MOSB is the same search as Table IV's CMOSB run: ``--mosb-from`` takes it from a finished
+``bench_cmosb_table4.py`` run instead of running it again.  All variants price operations
+with one calibration (that run's, or one made at the start), so their costs compare.  The
+Tune runs go to ``--work``; rerunning the same command resumes them.
 """
 
 from __future__ import annotations
@@ -96,6 +99,24 @@ def _plot(results: dict, out: Path) -> list[str]:
     return names
 
 
+def _finished_mosb(work: Path, common: dict, parser: argparse.ArgumentParser) -> tuple[pd.DataFrame, dict]:
+    """The unconstrained CMOSB run of a finished Table IV benchmark, if it asked for the same search."""
+    try:
+        recorded = json.loads((work / "settings.json").read_text())
+        frame = pd.read_parquet(work / "runs" / "cmosb.parquet")
+    except (OSError, ValueError) as exc:
+        parser.error(f"--mosb-from {work}: no finished CMOSB run there ({exc})")
+    theirs = recorded["settings"]
+    differ = sorted(k for k in ("dataset", "population", "generations", "seed", "he", "n_sample")
+                    if theirs.get(k) != common[k])
+    if theirs.get("max_cost") is not None or theirs.get("max_leakage") is not None:
+        differ.append("constraints")
+    if differ:
+        parser.error(f"--mosb-from {work}: that run differs in {', '.join(differ)}")
+    frame.insert(0, "dataset", common["dataset"])
+    return frame, recorded["op_times"]
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--dataset", default="synthetic1")
@@ -107,16 +128,28 @@ def main() -> None:
     p.add_argument("--he", default="plain")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--num-cpus", type=int, default=None)
+    p.add_argument("--mosb-from", default=None, metavar="DIR",
+                   help="take MOSB from a finished run of bench_cmosb_table4 (its --work/<dataset>) with the same "
+                        "dataset, population, generations, seed, backend and attack sample, and price every "
+                        "variant's operations with that run's calibrated seconds")
     p.add_argument("--work", default="results/bench_cmosb_constrained")
     p.add_argument("--out", default="results/bench_cmosb_constrained.json")
     args = p.parse_args()
 
     common = dict(dataset=args.dataset, population=args.population, generations=args.generations, baselines=(),
                   he=args.he, seed=args.seed, n_sample=args.attack_sample)
-    variants = {"mosb": CMOSBSettings(**common),
-                "max_leakage": CMOSBSettings(**common, max_leakage=args.max_leakage),
-                "max_cost": CMOSBSettings(**common, max_cost=args.max_cost)}
     frames, seconds = {}, {}
+    if args.mosb_from:
+        frames["mosb"], op_times = _finished_mosb(Path(args.mosb_from), common, p)
+        seconds["mosb"] = 0.0
+    else:  # calibrate once: every variant's training cost in the same seconds per operation
+        from raytune_fed.crypto import calibrate
+
+        op_times = calibrate().as_dict()
+    variants = {"max_leakage": CMOSBSettings(**common, max_leakage=args.max_leakage, op_times=op_times),
+                "max_cost": CMOSBSettings(**common, max_cost=args.max_cost, op_times=op_times)}
+    if "mosb" not in frames:
+        variants = {"mosb": CMOSBSettings(**common, op_times=op_times), **variants}
     for name, settings in variants.items():
         settings.check()
         start = time.perf_counter()
