@@ -110,7 +110,7 @@ def test_a_message_over_the_size_cap_is_refused(party, public):
                 train_rows=rows) == "malformed"
 
 
-@pytest.mark.parametrize("method, fields", [
+MALFORMED_PROTOCOL = [
     ("splits", {"picks": np.array([[-1, 0, 0]], dtype=np.int64)}),
     ("splits", {"picks": np.array([[1 << 21, 0, 0]], dtype=np.int64)}),          # tree over the cap
     ("splits", {"picks": np.array([[0, 1 << 20, 0]], dtype=np.int64)}),          # node over the cap
@@ -143,7 +143,10 @@ def test_a_message_over_the_size_cap_is_refused(party, public):
     ("route", {"keys": [[0, 0]], "rows": np.arange(5, dtype=np.int64)}),
     ("route", {"keys": np.zeros((1, 2), dtype=np.int64), "rows": np.arange(N_ROWS, N_ROWS + 3, dtype=np.int64)}),
     ("op_counts", {"tree": 0}),
-])
+]
+
+
+@pytest.mark.parametrize("method, fields", MALFORMED_PROTOCOL)
 def test_malformed_protocol_requests_are_refused(party, public, method, fields):
     assert send(party, method, session=opened(party, public), **fields) == "malformed"
 
@@ -298,3 +301,75 @@ def test_the_attacks_fail_the_same_way_against_the_party_actor(ray_session, publ
     assert send(party, "close", session=t)["type"] == "Closed"
     assert send(party, "info", session=t) == "session"  # replayed after close
     ray.kill(actor)
+
+
+def _train_through(transport, X, y):
+    from raytune_fed.models.secureboost import SecureBoostClassifier
+
+    client = PassiveClient.admit(transport, owner=OWNER, unit="trained")
+    SecureBoostClassifier(n_federated_trees=2, max_depth=2, he="plain", purity_threshold=1.0).fit(
+        X[:, :3], y, passive=[client], rows=np.arange(N_ROWS))
+    return client.session
+
+
+def _protocol_attacks(party, admit, train, public):
+    """The malformed requests, and replays into a finished training, against ``party`` (a ``call``)."""
+    for method, fields in MALFORMED_PROTOCOL:
+        t = admit(f"m-{method}-{len(str(fields))}")
+        assert send(party, "open_session", session=t, context=public, n_bins=4,
+                    train_rows=np.arange(40, dtype=np.int64))["type"] == "PartyInfo"
+        assert send(party, method, session=t, **fields) == "malformed", (method, fields)
+    t = train()
+    assert send(party, "splits", session=t, picks=PICK0) == "protocol"  # a split of the finished training again
+    assert send(party, "splits", session=t, picks=np.array([[1, 3, 0], [1, 3, 0]])) == "protocol"  # a node twice
+    assert send(party, "histograms", session=t,
+                queries=[{"tree": 0, "node": 1, "parent": 0, "block": 0, "sibling": 9}]) == "protocol"
+
+
+def _xy():
+    X = np.random.default_rng(1).normal(size=(N_ROWS, 5))
+    return X, (X[:, 0] + X[:, 3] > 0).astype(int)
+
+
+@pytest.mark.ray
+def test_the_protocol_attacks_fail_against_the_party_actor(ray_session, public):
+    from raytune_fed.federation.parties import remote_party
+
+    ray = ray_session
+    X, y = _xy()
+    actor = remote_party(PassiveParty, "bank", X[:, 3:], owner_secret=OWNER)
+
+    class OverRay:
+        def call(self, message):
+            return ray.get(actor.call.remote(message))
+
+    try:
+        _protocol_attacks(OverRay(), lambda unit: PassiveClient.admit(actor, owner=OWNER, unit=unit).session,
+                          lambda: _train_through(actor, X, y), public)
+    finally:
+        ray.kill(actor)
+
+
+def test_the_protocol_attacks_fail_against_the_party_service(public):
+    import threading
+
+    from raytune_fed.federation._service import serve
+    from raytune_fed.federation._transports import HttpTransport
+
+    X, y = _xy()
+    token = "active-token-" + "s" * 16
+    server = serve(PassiveParty(X[:, 3:], owner_secret=OWNER), token=token)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    transport = HttpTransport(server.url, token)
+
+    class OverHttp:
+        def call(self, message):
+            (reply,) = transport.collect([transport.submit(message)])
+            return reply
+
+    try:
+        _protocol_attacks(OverHttp(), lambda unit: PassiveClient.admit(transport, owner=OWNER, unit=unit).session,
+                          lambda: _train_through(transport, X, y), public)
+    finally:
+        server.shutdown()
+        server.server_close()
