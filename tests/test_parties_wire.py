@@ -324,6 +324,8 @@ def _protocol_attacks(party, admit, train, public):
     assert send(party, "splits", session=t, picks=np.array([[1, 3, 0], [1, 3, 0]])) == "protocol"  # a node twice
     assert send(party, "histograms", session=t,
                 queries=[{"tree": 0, "node": 1, "parent": 0, "block": 0, "sibling": 9}]) == "protocol"
+    assert send(party, "histograms", session=t,  # node 2 re-derived as the empty "0 minus 0"
+                queries=[{"tree": 0, "node": 2, "parent": 0, "block": 0, "sibling": 0}]) == "protocol"
 
 
 def _xy():

@@ -177,6 +177,52 @@ def test_a_passive_worker_refuses_a_node_twice_or_split_again():
     assert sorted(known) == sorted(before) and all(np.array_equal(known[n], before[n]) for n in before)
 
 
+def test_a_derived_node_must_lie_within_its_parent_and_agree_with_what_was_sent():
+    from raytune_fed.crypto import secret_context
+    from raytune_fed.models.secureboost import NodeQuery
+
+    X, _ = _data(n=100)
+    worker = PassiveWorker(X[:, 4:])
+    keys = secret_context("plain")
+    worker.open_session(keys.public_context(), 8, np.arange(100))
+    worker.view.tree(0).nodes.update({0: np.arange(50), 1: np.arange(40, 60)})  # node 1 leaks past its parent
+    with pytest.raises(ConfigError, match="tree 0: node 1 is not within node 0"):
+        worker.histograms([NodeQuery(2, 0, sibling=1, tree=0)])
+    assert 2 not in worker.view.tree(0).nodes
+    worker.view.tree(0).nodes.update({1: np.arange(20), 2: np.arange(20, 50)})
+    worker.histograms([NodeQuery(2, 0, sibling=1, tree=0)])  # the same rows again: a legitimate re-send
+    with pytest.raises(ConfigError, match="tree 0: node 2 was sent before with other rows"):
+        worker.histograms([NodeQuery(2, 0, sibling=2, tree=0)])  # 0 minus 2 is not what node 2 was
+    assert np.array_equal(worker.view.tree(0).nodes[2], np.arange(20, 50))
+
+
+class _Liar(_Spy):
+    """A passive party whose split answers are not a division of the node it was asked about."""
+
+    def __init__(self, worker, answer):
+        super().__init__(worker)
+        self.answer = answer
+
+    def splits(self, picks):
+        honest = self.worker.splits(picks)
+        return [self.answer(rows) for rows in honest]
+
+
+@pytest.mark.parametrize("answer", [
+    lambda rows: np.append(rows, 10_000),          # a row outside the node
+    lambda rows: np.concatenate([rows, rows]),     # rows twice
+    lambda rows: rows[:0],                         # nothing left
+    lambda rows: np.arange(600),                   # every training row
+], ids=["outside", "twice", "empty", "everything"])
+def test_a_split_answer_that_does_not_divide_the_node_is_refused(answer):
+    X, y = _data()
+    liar = _Liar(PassiveWorker(X[:, 4:]), answer)
+    with pytest.raises(ConfigError,
+                       match=r"passive party 1 answered a split of tree 0 node \d+ that does not divide the node's rows"):
+        _model(n_federated_trees=1, max_depth=2, purity_threshold=1.0).fit(X[:, :4], y, passive=[liar],
+                                                                           rows=np.arange(len(y)))
+
+
 def test_purity_threshold_keeps_pure_nodes_from_the_passive_party():
     X, y = _data(n=800)
     theta = 0.75

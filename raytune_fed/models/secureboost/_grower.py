@@ -28,6 +28,7 @@ from raytune_fed.errors import ConfigError
 from raytune_fed.models.secureboost._protocol import NodeQuery, PassiveEndpoint
 from raytune_fed.models.secureboost._split import Candidate, SplitRule, best_split, leaf_value, purity
 from raytune_fed.models.secureboost._tree import ACTIVE, Tree
+from raytune_fed.models.secureboost._view import positions_in, without
 
 
 @dataclass
@@ -239,20 +240,24 @@ class TreeGrower:
             if len(answers) != len(won):
                 raise ConfigError(f"passive party {party} answered {len(answers)} splits for {len(won)} asked")
             for (index, n, _), left_ids in zip(won, answers):
-                lefts[(index, n.id)] = np.searchsorted(s.row_ids, np.asarray(left_ids, dtype=np.int64))
+                at = positions_in(s.row_ids[n.pos], np.asarray(left_ids, dtype=np.int64))
+                if at is None or at.size == 0 or at.size == n.pos.size or np.any(np.diff(at) <= 0):
+                    raise ConfigError(f"passive party {party} answered a split of tree {index} node {n.id} that "
+                                      f"does not divide the node's rows")
+                lefts[(index, n.id)] = at
         return [[None if best is None else self._children(g, n, best, lefts.get((g.job.index, n.id)))
                  for n, best in zip(g.todo, row)] for g, row in zip(growing, bests)]
 
-    def _children(self, g: _Growing, n: _Node, best: Candidate, left: np.ndarray | None) -> list[_Node]:
+    def _children(self, g: _Growing, n: _Node, best: Candidate, left_at: np.ndarray | None) -> list[_Node]:
         s, tree, gq, hq = self.s, g.tree, g.job.gq, g.job.hq
         if best.party == ACTIVE:
             feature, k = divmod(best.mask, s.n_bins)
             go_left = s.active_ids[n.pos, feature] - feature * s.n_bins <= k
-            left = n.pos[go_left]
+            left, right = n.pos[go_left], n.pos[~go_left]
             tree.set_split(n.id, ACTIVE, best.mask, n.shared)
-        else:
+        else:  # ``left_at``: positions in ``n.pos`` of the rows the passive party sent left
+            left, right = n.pos[left_at], without(n.pos, left_at)
             tree.set_split(n.id, best.party, -1, n.shared)
-        right = np.setdiff1d(n.pos, left)
         shared = n.shared and max(purity(s.labels[left], s.n_classes),
                                   purity(s.labels[right], s.n_classes)) < s.purity_threshold
         return [_Node(2 * n.id + 1, left, int(gq[left].sum()), int(hq[left].sum()), shared),

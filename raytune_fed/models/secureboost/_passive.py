@@ -17,8 +17,15 @@ from raytune_fed.crypto import Ciphertexts, Layout, load_public_context
 from raytune_fed.errors import ConfigError
 from raytune_fed.models.secureboost._binning import apply_bins, mask_ids, quantile_edges
 from raytune_fed.models.secureboost._protocol import NodeQuery
-from raytune_fed.models.secureboost._view import PassiveView
+from raytune_fed.models.secureboost._view import PassiveView, positions_in, without
 from raytune_fed.random import as_generator
+
+
+def _learn(known: dict[int, np.ndarray], tree: int, node: int, rows: np.ndarray) -> None:
+    """Record a node's rows; a node learnt before (a child of this party's own split) must not change."""
+    if node in known and not np.array_equal(known[node], rows):
+        raise ConfigError(f"tree {tree}: node {node} was sent before with other rows")
+    known[node] = rows
 
 
 class PassiveWorker:
@@ -77,7 +84,7 @@ class PassiveWorker:
         for q in queries:
             if q.direct:
                 rows = self._check_rows(q.rows)
-                self.view.tree(q.tree).nodes[q.node] = rows
+                _learn(self.view.tree(q.tree).nodes, q.tree, q.node, rows)
                 self.view.ciphertext_bytes += q.gh.size
                 layout = Layout(rows.size, self.n_features * self._n_bins, q.block)
                 out.append(self._context.histogram(q.gh, self._ids[rows], layout, self._rng))
@@ -87,7 +94,10 @@ class PassiveWorker:
                 if q.parent not in known or q.sibling not in known:
                     raise ConfigError(f"tree {q.tree}: node {q.node} is derived from unknown nodes "
                                       f"{q.parent}/{q.sibling}")
-                known[q.node] = np.setdiff1d(known[q.parent], known[q.sibling])
+                at = positions_in(known[q.parent], known[q.sibling])
+                if at is None:
+                    raise ConfigError(f"tree {q.tree}: node {q.sibling} is not within node {q.parent}")
+                _learn(known, q.tree, q.node, without(known[q.parent], at))
         return out
 
     def splits(self, picks: Sequence[tuple[int, int, int]]) -> list[np.ndarray]:
@@ -111,9 +121,10 @@ class PassiveWorker:
         for tree, node, mask, feature, k in checked:
             known = self.view.trees[tree].nodes
             rows = known[node]
-            left = rows[self._ids[rows, feature] - feature * self._n_bins <= k]
+            go_left = self._ids[rows, feature] - feature * self._n_bins <= k
+            left = rows[go_left]
             known[2 * node + 1] = left
-            known[2 * node + 2] = np.setdiff1d(rows, left)
+            known[2 * node + 2] = rows[~go_left]
             self._splits[(tree, node)] = mask
             out.append(left)
         return out

@@ -14,6 +14,21 @@ from dataclasses import dataclass, field
 import numpy as np
 
 
+def positions_in(rows: np.ndarray, subset: np.ndarray) -> np.ndarray | None:
+    """Positions in sorted distinct ``rows`` of each id of ``subset``; ``None`` if one is not in ``rows``."""
+    at = np.searchsorted(rows, subset)
+    if np.any(at >= rows.size) or not np.array_equal(rows[np.minimum(at, rows.size - 1)], subset):
+        return None
+    return at
+
+
+def without(rows: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """``rows`` minus the entries at positions ``at`` (a linear-time set difference of sorted ids)."""
+    keep = np.ones(rows.size, dtype=bool)
+    keep[at] = False
+    return rows[keep]
+
+
 @dataclass
 class TreeView:
     """Known node row sets of one tree (node id -> sorted global row ids)."""
