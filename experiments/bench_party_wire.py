@@ -26,7 +26,9 @@ batched ``splits`` request: ``python experiments/bench_party_wire.py --params de
 --paths actor --before 944e0d5 --out results/bench_party_wire_splits.json``; the trees of a
 multi-class round sharing each level's requests: ``python experiments/bench_party_wire.py
 --dataset synthetic2 --backends plain --paths local,actor --trainings 3 --before ce75d34
---out results/bench_party_wire_rounds.json``.
+--out results/bench_party_wire_rounds.json``; row sets by masks instead of ``setdiff1d``:
+``python experiments/bench_party_wire.py --dataset synthetic2 --backends plain --paths worker,actor
+--trainings 3 --before 9b83774 --out results/bench_party_wire_masks.json``.
 """
 
 from __future__ import annotations
