@@ -59,6 +59,38 @@ def test_a_tiny_run_writes_results_summary_and_report_and_resumes(ray_session, t
     assert "holds a CMOSB run with other settings (generations differ)" in capsys.readouterr().err
 
 
+def test_ctrl_c_mid_run_records_nothing_as_finished_and_the_same_command_restores(ray_session, tmp_path):
+    """Tune ends a run on SIGINT by returning what finished; that must not be written as the method's rows."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "run"
+    argv = [sys.executable, "-m", "raytune_fed.cli", "cmosb", "--dataset", "synthetic1", "--population", "4",
+            "--generations", "4", "--baselines", "es", "--attack-sample", "100", "--seed", "1",
+            "--address", ray_session.get_runtime_context().gcs_address, "--out", str(out)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen, deadline = [], time.monotonic() + 300
+    for line in proc.stderr:  # interrupt once a trial of the CMOSB run finished
+        seen.append(line)
+        if line.startswith("cmosb: 1/16 trials") or time.monotonic() > deadline:
+            break
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=300)[1], None
+    err = "".join(seen) + rest
+    assert proc.returncode == 130, err
+    assert f"raytune-fed: interrupted; the finished cells are kept in {out}; run the same command again to resume" \
+        in err and "Traceback" not in err
+    assert not (out / "runs" / "cmosb.parquet").exists() and not (out / "results.parquet").exists()
+    finished = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert finished.returncode == 0, finished.stderr
+    assert "cmosb: restoring the interrupted Tune run" in finished.stderr
+    frame = pd.read_parquet(out / "results.parquet")
+    assert frame.groupby("run").size().to_dict() == {"cmosb": 16, "es": 3}
+    assert frame.trial_id.is_unique
+
+
 @pytest.mark.parametrize("options, message", [
     (["--point", "n_f=5,n_l=1,d=0,r=0.8,theta_p=1,eta=0.3"], "max_depth must be an integer in [1, 12], got 0"),
     (["--point", "n_f=5,n_l=1,d=3,r=1.5,theta_p=1,eta=0.3"], "subsample must be in (0, 1], got 1.5"),

@@ -182,6 +182,10 @@ def run_method(run: Run, trainable: Any, storage: Path, write: Callable[[str], N
                      **{k: m[k] for k in OBJECTIVES},
                      **{k: m[k] for k in ("encryptions", "decryptions", "additions", "products", "fit_seconds",
                                           "attack_seconds", "n_trees")}})
+    if len(rows) < _expected(run):
+        # Tune ends a run on Ctrl-C or SIGTERM by returning what finished: never record that as the whole run
+        raise KeyboardInterrupt(f"{run.name}: {len(rows)} of {_expected(run)} trials finished; the Tune run in "
+                                f"{path} is restored by the same command")
     frame = pd.DataFrame(rows).sort_values(["finished_at", "trial_id"], kind="stable").reset_index(drop=True)
     # NSGA-II proposes a generation only when the previous one finished, so completion order groups them
     frame["generation"] = frame.index // run.max_concurrent if run.method == "cmosb" else -1
