@@ -98,7 +98,7 @@ class TreeJob:
     federated: bool
 
 
-@dataclass
+@dataclass(eq=False)
 class _Growing:
     """A tree being grown: its current level and the nodes split at the level before."""
 
@@ -140,25 +140,24 @@ class TreeGrower:
                                     np.zeros(s.labels.size, dtype=np.int64), [root]))
         for depth in range(s.max_depth + 1):
             for g in growing:
-                g.todo = [n for n in g.level if depth < s.max_depth and n.pos.size >= 2]
+                g.todo = []
                 for n in g.level:
-                    if n not in g.todo:
+                    if depth < s.max_depth and n.pos.size >= 2:
+                        g.todo.append(n)
+                    else:
                         self._leaf(g.tree, n, g.leaf_of)
+                g.level = []
             active = [g for g in growing if g.todo]
             if not active:
                 break
             self._histograms(active)
             for g, kids_of in zip(active, self._split_level(active)):
-                children = []
                 for n, kids in zip(g.todo, kids_of):
                     if kids is None:
                         self._leaf(g.tree, n, g.leaf_of)
                     else:
-                        children.extend(kids)
-                g.parents, g.level = {n.id: n for n in g.todo}, children
-            for g in growing:
-                if g not in active:
-                    g.level = []
+                        g.level.extend(kids)
+                g.parents = {n.id: n for n in g.todo}
         return [(g.tree, g.leaf_of) for g in growing]
 
     # ------------------------------------------------------------------ steps
