@@ -38,9 +38,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -160,18 +157,10 @@ def _run(path: str, he: str, n: int, task, base: dict) -> dict:
 
 def _before(revision: str, argv: list[str]) -> dict:
     """This script's cells on the code of ``revision`` (a temporary worktree; Ray's workers import it too)."""
-    here = Path(__file__).resolve()
-    with tempfile.TemporaryDirectory() as tmp:
-        checkout, out = Path(tmp) / "before", Path(tmp) / "before.json"
-        subprocess.run(["git", "worktree", "add", "--detach", str(checkout), revision], check=True, cwd=here.parent,
-                       capture_output=True)
-        try:
-            subprocess.run([sys.executable, str(here), *argv, "--out", str(out)], check=True, cwd=checkout,
-                           env={**os.environ, "PYTHONPATH": str(checkout)})
-            return json.loads(out.read_text())
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(checkout)], cwd=here.parent,
-                           capture_output=True)
+    from _revisions import checkout, run_script
+
+    with checkout(revision) as tree:
+        return run_script(tree, __file__, argv)
 
 
 def main() -> None:

@@ -56,9 +56,6 @@ import math
 import os
 import platform
 import pstats
-import subprocess
-import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -300,34 +297,19 @@ def print_paired(paired: dict) -> None:
 
 # ------------------------------------------------------------------------- before
 
-# Run this file in a subprocess on another checkout's package: the editable install of this
-# one is a meta-path finder that would win over PYTHONPATH, so the bootstrap drops it first.
-_BOOTSTRAP = ("import runpy, sys; sys.meta_path[:] = [f for f in sys.meta_path "
-              "if not type(f).__module__.startswith('__editable__')]; "
-              "sys.path.insert(0, sys.argv.pop(1)); sys.argv.pop(0); runpy.run_path(sys.argv[0], run_name='__main__')")
-
-
 def run_before(revision: str, args) -> tuple[list, list]:
     """Profile rows and quality runs of ``revision``'s parego/gp, labelled ``today``."""
-    with tempfile.TemporaryDirectory() as tmp:
-        checkout = Path(tmp) / "before"
-        subprocess.run(["git", "worktree", "add", "--detach", str(checkout), revision], check=True,
-                       cwd=Path(__file__).parent, capture_output=True)
-        try:
-            common = ["--label", "today", "--root-seed", str(args.root_seed)]
-            outputs = {}
-            for command, extra in (("profile", ["--searchers", "parego", "gp", "--dims", *map(str, args.dims),
-                                                 "--n-obs", *map(str, args.n_obs), "--repeats", str(args.repeats)]),
-                                   ("quality", ["--methods", "parego", "gp", "--seeds", str(args.seeds),
-                                                "--n-evals", str(args.n_evals), "--n-initial", str(args.n_initial),
-                                                "--problems", *args.problems])):
-                out = Path(tmp) / f"{command}.json"
-                subprocess.run([sys.executable, "-c", _BOOTSTRAP, str(checkout), str(Path(__file__).resolve()),
-                                command, *common, *extra, "--out", str(out)], check=True)
-                outputs[command] = json.loads(out.read_text())
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(checkout)], cwd=Path(__file__).parent,
-                           capture_output=True)
+    from _revisions import checkout, run_script
+
+    common = ["--label", "today", "--root-seed", str(args.root_seed)]
+    outputs = {}
+    with checkout(revision) as tree:
+        for command, extra in (("profile", ["--searchers", "parego", "gp", "--dims", *map(str, args.dims),
+                                             "--n-obs", *map(str, args.n_obs), "--repeats", str(args.repeats)]),
+                               ("quality", ["--methods", "parego", "gp", "--seeds", str(args.seeds),
+                                            "--n-evals", str(args.n_evals), "--n-initial", str(args.n_initial),
+                                            "--problems", *args.problems])):
+            outputs[command] = run_script(tree, __file__, [command, *common, *extra])
     return outputs["profile"]["profile"], outputs["quality"]["runs"]
 
 
