@@ -66,6 +66,15 @@ def _read(name: str, path: Path, suffix: str) -> pd.DataFrame:
         raise DatasetError(f"dataset {name!r}: cannot read the file as {kind}: {exc}") from None
 
 
+def read_npz(path: str | os.PathLike, names: Sequence[str]) -> tuple[np.ndarray, ...]:
+    """Arrays ``names`` of an ``.npz`` file, read without unpickling anything."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return tuple(data[n] for n in names)
+    except (OSError, KeyError, ValueError) as exc:
+        raise DatasetError(f"cannot read arrays {' and '.join(names)} from {os.fspath(path)!r}: {exc}") from None
+
+
 def load_features(path: str | os.PathLike, *, columns: Sequence[str] | None = None) -> np.ndarray:
     """A feature block without labels (a vertical party's columns): every column of the table, or
     ``columns`` in that order; each must be numeric and finite, and there must be >= 2 rows."""

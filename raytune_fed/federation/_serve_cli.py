@@ -10,7 +10,6 @@ with ``--target`` naming the label column, or an ``.npz`` with arrays ``X`` and 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -56,18 +55,10 @@ def serve_until_stopped(party: Any, token: str, args: argparse.Namespace, banner
 
 
 def _load_data(path: str, target: str | None) -> tuple[Any, Any]:
-    import numpy as np
-
-    from raytune_fed.errors import DatasetError
+    from raytune_fed.data._files import load_file, read_npz
 
     if path.lower().endswith(".npz"):
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                return data["X"], data["y"]
-        except (OSError, KeyError, ValueError) as exc:
-            raise DatasetError(f"cannot read arrays X and y from {os.fspath(path)!r}: {exc}") from None
-    from raytune_fed.data._files import load_file
-
+        return read_npz(path, ("X", "y"))
     ds = load_file(path, target=target)
     return ds.X, ds.y
 

@@ -42,17 +42,13 @@ def load_party_features(path: str, columns: str | None) -> Any:
     """The feature block of ``path`` (``columns``: comma-separated names, tables only)."""
     import numpy as np
 
-    from raytune_fed.data._files import load_features
+    from raytune_fed.data._files import load_features, read_npz
     from raytune_fed.errors import DatasetError
 
     if path.lower().endswith(".npz"):
         if columns is not None:
             raise DatasetError(f"--columns names columns of a table; {os.fspath(path)!r} is an .npz (array X)")
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                X = data["X"]
-        except (OSError, KeyError, ValueError) as exc:
-            raise DatasetError(f"cannot read an array X from {os.fspath(path)!r}: {exc}") from None
+        (X,) = read_npz(path, ("X",))
         if X.ndim != 2 or X.shape[0] < 2 or X.shape[1] < 1 or X.dtype.kind not in "iuf":
             raise DatasetError(f"{os.fspath(path)!r}: X must be a numeric 2-D array with >= 2 rows and >= 1 "
                                f"column, got {X.dtype} of shape {X.shape}")
