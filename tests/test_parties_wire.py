@@ -326,6 +326,8 @@ def _protocol_attacks(party, admit, train, public):
                 queries=[{"tree": 0, "node": 1, "parent": 0, "block": 0, "sibling": 9}]) == "protocol"
     assert send(party, "histograms", session=t,  # node 2 re-derived as the empty "0 minus 0"
                 queries=[{"tree": 0, "node": 2, "parent": 0, "block": 0, "sibling": 0}]) == "protocol"
+    assert send(party, "histograms", session=t,  # "1 minus 0": a sibling that is not within the parent
+                queries=[{"tree": 0, "node": 2, "parent": 1, "block": 0, "sibling": 0}]) == "protocol"
 
 
 def _xy():
