@@ -23,5 +23,6 @@ test: $(STAMP)
 test-pure: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not ray and not process"
 
+# clean removes build debris and caches; it never touches results/ (grid outputs).
 clean:
-	rm -rf results .pytest_cache build *.egg-info
+	rm -rf .pytest_cache build *.egg-info

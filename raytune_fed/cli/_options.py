@@ -17,6 +17,23 @@ OUT/quarantine/ and computes their cells again. A cell that no node of the clust
 host is reported after --placement-timeout seconds."""
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Fills ``{learners}`` and ``{methods}`` (RFMS) in an option's help only when help is
+    printed: the registries import scikit-learn, which every command line would then pay for."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = super()._get_help_string(action)
+        if text and "{learners}" in text:
+            from raytune_fed.models import LEARNERS
+
+            text = text.replace("{learners}", ", ".join(LEARNERS))
+        if text and "{methods}" in text:
+            from raytune_fed.workflows.rfms import METHODS
+
+            text = text.replace("{methods}", ", ".join(METHODS))
+        return text
+
+
 def csv(text: str) -> tuple[str, ...]:
     items = tuple(t.strip() for t in text.split(",") if t.strip())
     if not items:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from raytune_fed.cli._options import GRID_EPILOG, add_grid_options, csv, grid_options
+from raytune_fed.cli._options import GRID_EPILOG, HelpFormatter, add_grid_options, csv, grid_options
 from raytune_fed.simulation import SPLIT_METHODS
 
 DEMO = {"dataset": "geo5_sim", "split": "natural", "learners": ("elastic_net",), "n_pairs": 2, "n_reps": 1,
@@ -16,7 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     demo = sub.add_parser("demo", help="a reduced RFMS grid on the embedded multi-site dataset",
                           description="Run a reduced RFMS grid (2 openbox/lockbox pairs, 1 replication, elastic "
                                       "net, all methods) on the embedded geo5_sim sites, then write the report.",
-                          epilog=GRID_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+                          epilog=GRID_EPILOG, formatter_class=HelpFormatter)
     add_grid_options(demo, "results/demo")
     _add_site_options(demo)
     demo.set_defaults(run=run_demo)
@@ -24,15 +24,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser("rfms", help="run (or resume) an RFMS experiment grid",
                        description="Restrictive federated model selection: every (openbox, lockbox) pair x "
                                    "replications x learners, all methods, scored by dominated hypervolume.",
-                       epilog=GRID_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       epilog=GRID_EPILOG, formatter_class=HelpFormatter)
     r.add_argument("--dataset", default="geo5_sim", help="dataset name, openml:<name|id>, or a CSV/Parquet path")
     r.add_argument("--target", default=None, help="target column (for CSV/Parquet files)")
     r.add_argument("--site-column", default=None, help="site column (for CSV/Parquet files)")
     r.add_argument("--split", default="natural", choices=SPLIT_METHODS,
                    help="how sites are formed (default: %(default)s)")
     r.add_argument("--pca-variance", type=float, default=0.1, help="share of variance PCA keeps for DRC")
-    r.add_argument("--learners", type=csv, default=("elastic_net",), help="comma-separated learner names")
-    r.add_argument("--methods", type=csv, default=None, help="comma-separated method names (default: all)")
+    r.add_argument("--learners", type=csv, default=("elastic_net",),
+                   help="comma-separated, among {learners} (default: elastic_net)")
+    r.add_argument("--methods", type=csv, default=None,
+                   help="comma-separated, among {methods} (default: all; see the README's glossary)")
     r.add_argument("--reps", type=int, default=10, help="replications (default: %(default)s)")
     r.add_argument("--pairs", type=int, default=None, help="use only this many of the openbox/lockbox pairs")
     r.add_argument("--n-init", type=int, default=20, help="initial design size (default: %(default)s)")
