@@ -89,6 +89,39 @@ def test_ctrl_c_mid_run_records_nothing_as_finished_and_the_same_command_restore
     frame = pd.read_parquet(out / "results.parquet")
     assert frame.groupby("run").size().to_dict() == {"cmosb": 16, "es": 3}
     assert frame.trial_id.is_unique
+    # the searcher's record of generations survived the restore: four generations of four, slots 0-3 each
+    cmosb = frame[frame.run == "cmosb"]
+    assert cmosb.groupby("generation").slot.apply(sorted).tolist() == [[0, 1, 2, 3]] * 4
+
+
+# Tune's trial ids and finish times and the measured seconds differ between runs; nothing else may
+VARYING = ["trial_id", "finished_at", "fit_seconds", "attack_seconds"]
+
+
+def test_two_runs_of_the_same_command_give_the_same_rows_and_summary(ray_session, tmp_path, capsys):
+    """Generations come from NSGA2Search's record and BO proposes in batches, so finishing order does not matter."""
+    argv = ["cmosb", "--dataset", "synthetic1", "--population", "4", "--generations", "3", "--baselines", "es,bo",
+            "--bo-trials", "12", "--attack-sample", "100", "--max-leakage", "0.7", "--seed", "5",
+            "--address", ray_session.get_runtime_context().gcs_address]
+    frames, summaries = [], []
+    for name in ("first", "second"):
+        assert main([*argv, "--out", str(tmp_path / name)]) == 0
+        capsys.readouterr()
+        frames.append(pd.read_parquet(tmp_path / name / "results.parquet"))
+        summaries.append(json.loads((tmp_path / name / "summary.json").read_text()))
+    pd.testing.assert_frame_equal(frames[0].drop(columns=VARYING), frames[1].drop(columns=VARYING))
+    assert summaries[0] == summaries[1]
+    cmosb = frames[0][frames[0].method == "cmosb"]
+    assert cmosb[["generation", "slot"]].values.tolist() == [[g, i] for g in range(3) for i in range(4)]
+    # four members in the population after every generation, each there from its own generation on
+    for g in range(3):
+        alive = cmosb[(cmosb.generation <= g) & (cmosb.in_population_until >= g)]
+        assert len(alive) == 4
+    assert (cmosb.in_population_until >= cmosb.generation - 1).all()
+    curves = summaries[0]["datasets"]["synthetic1"]
+    assert len(curves["cmosb_hypervolume_by_generation"]) == len(curves["cmosb_population_hypervolume_by_generation"]) == 3
+    assert all(p <= a + 1e-12 for p, a in zip(curves["cmosb_population_hypervolume_by_generation"],
+                                              curves["cmosb_hypervolume_by_generation"]))
 
 
 @pytest.mark.parametrize("options, message", [
@@ -101,6 +134,9 @@ def test_ctrl_c_mid_run_records_nothing_as_finished_and_the_same_command_restore
     (["--dataset", "iris"], "unknown CMOSB dataset 'iris'"),
     (["--baselines", "es,random"], "unknown baselines ['random']"),
     (["--max-leakage", "0"], "max_leakage must be in (0, 1], got 0.0"),
+    (["--constraint-handling", "ignore"], "constraint_handling must be one of ['domination', 'penalty'], got 'ignore'"),
+    (["--bo-batch", "0"], "bo_batch must be an integer in [1, 10000], got 0"),
+    (["--op-times", "nope.json"], "--op-times nope.json: cannot read it"),
 ])
 def test_bad_options_are_one_line_errors_with_exit_2(options, message, tmp_path, capsys):
     code = main(["cmosb", "--out", str(tmp_path / "never"), *TINY, *options])

@@ -173,3 +173,22 @@ def test_a_stranger_or_a_second_tell_is_rejected_and_leaves_the_core_as_it_was()
     other = NSGA2(MIXED, 2, population_size=6, n_constraints=1, seed=0)
     with pytest.raises(ConfigError, match="other settings: population_size=4"):
         other.set_state(core.get_state())
+
+
+def test_population_history_names_the_survivors_of_every_generation():
+    core = NSGA2(MIXED, 2, population_size=6, seed=2)
+    asked = {}
+    for g in range(4):
+        configs = core.ask(100)
+        asked.update({(g, i): c for i, c in enumerate(configs)})
+        core.tell(configs[::-1], [_mixed(c) for c in configs[::-1]])  # told in reverse: slots are ask order
+    history = core.population_history()
+    assert len(history) == 4 and all(len(h) == 6 for h in history)
+    assert sorted(history[0]) == [(0, i) for i in range(6)]
+    for g in range(1, 4):  # a population holds last population's members and this generation's offspring
+        assert set(history[g]) <= set(history[g - 1]) | {(g, i) for i in range(6)}
+    assert sorted(map(repr, core.population())) == sorted(repr(core._genome.decode(core._genome.encode(asked[m])))
+                                                          for m in history[-1])
+    restored = NSGA2(MIXED, 2, population_size=6, seed=2)
+    restored.set_state(json.loads(json.dumps(core.get_state())))
+    assert restored.population_history() == history

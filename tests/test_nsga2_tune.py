@@ -142,3 +142,34 @@ def test_penalty_goes_to_the_objective_of_the_same_name_or_to_all():
     both = NSGA2Search(SPACE, ["f1", "cost"], ["min", "min"], seed=0,
                        constraints={"cost": ("<=", 3.0), "other": (">=", 1.0)}, constraint_handling="penalty")
     assert both.core.constrained_objectives == [1, None]
+
+
+def test_the_proposal_record_names_each_trials_generation_whatever_order_trials_finish_in():
+    def run(reverse):
+        searcher = NSGA2Search(SPACE, ["f1", "f2"], ["min", "min"], seed=3, population_size=POPULATION)
+        searcher.set_max_concurrency(POPULATION)
+        problem, n = make_problem(), 0
+        for _ in range(3):
+            ids = [f"t{n + i}" for i in range(POPULATION)]
+            n += POPULATION
+            configs = {t: searcher.suggest(t) for t in ids}
+            assert searcher.suggest("extra") is None  # the next generation waits for this one
+            for t in (ids[::-1] if reverse else ids):
+                searcher.on_trial_complete(t, {k: v for k, v in problem(configs[t]).items() if k in ("f1", "f2")})
+        return searcher, configs
+
+    forward, last = run(False)
+    backward, last_reversed = run(True)
+    assert last == last_reversed  # finishing order changes nothing the searcher proposes
+    assert forward.proposals == backward.proposals
+    assert forward.proposals["t5"] == {"index": 5, "generation": 1}
+    assert forward.members()["t5"] == (1, 1) and forward.members()["t11"] == (2, 3)
+    # the record is part of the checkpoint
+    restored = NSGA2Search(SPACE, ["f1", "f2"], ["min", "min"], seed=3, population_size=POPULATION)
+    restored.set_state(json.loads(json.dumps(forward.get_state())))
+    assert restored.members() == forward.members()
+    assert restored.core.population_history() == forward.core.population_history()
+    broken = json.loads(json.dumps(forward.get_state()))
+    broken["proposals"]["t5"]["index"] = 0
+    with pytest.raises(ConfigError, match="proposal indices are not 0..n-1"):
+        restored.set_state(broken)

@@ -30,6 +30,12 @@ constraint bounds, all objectives when it bounds none) or by pymoo's constraint
 domination (feasible first, then by total violation).  A :meth:`discard`-ed member (an
 evaluation that failed) enters survival with every objective at ``FAILED_VALUE`` (and,
 under constraint domination, every constraint too), so it ranks last.
+
+Members are named ``(generation, slot)``: the generation that proposed them (0 for the
+initial population) and their place in it, the order :meth:`ask` hands them out.
+:meth:`population_history` lists, after every completed generation, the members that
+survived into the population (the parents of the next generation), so the hypervolume of
+the current population can be followed generation by generation.
 """
 
 from __future__ import annotations
@@ -124,6 +130,11 @@ def _array(rows: Any, width: int) -> np.ndarray:
     return np.array([[float(v) for v in row] for row in rows], dtype=float).reshape(-1, width)
 
 
+def _members(pop: Population) -> list[list[int]]:
+    """The ``[generation, slot]`` of every individual of ``pop``."""
+    return [[int(g), int(i)] for g, i in np.asarray(pop.get("member"), dtype=int).reshape(-1, 2)]
+
+
 def _optional(values: Any, kind: type) -> list:
     """Survival's rank or crowding per parent; None where survival set none (infeasible parents)."""
     return [None if v is None else kind(v) for v in values]
@@ -189,6 +200,7 @@ class NSGA2(SearchCore):
         self._asked = np.zeros(0, dtype=bool)                  # handed out by ask
         self._obs = np.zeros(0, dtype=int)                     # observation index, _UNTOLD or _FAILED
         self._members: list[Config] = []                       # the members as configurations
+        self._history: list[list[list[int]]] = []              # survivors [generation, slot] after each generation
 
     # ------------------------------------------------------------------ pymoo
     @property
@@ -245,12 +257,14 @@ class NSGA2(SearchCore):
                 else:
                     F[told, target] += extra
         pop = Population.new("X", self._gen_X)
+        pop.set("member", np.column_stack([np.full(len(self._gen_X), self._generation), np.arange(len(self._gen_X))]))
         values = {"F": F}
         if self._pymoo_constraints:
             G[~told] = FAILED_VALUE
             values["G"] = G
         Evaluator().eval(StaticProblem(self._algorithm.problem, **values), pop)
         self._algorithm.tell(infills=pop)
+        self._history.append(_members(self._algorithm.pop))
         self._generation += 1
         self._set_generation(np.empty((0, self.space.dim)), np.zeros(0, dtype=bool), np.zeros(0, dtype=int))
 
@@ -269,6 +283,10 @@ class NSGA2(SearchCore):
         """The current parents (after the last completed generation)."""
         pop = self._algorithm.pop
         return [] if pop is None or not self._generation else [self._genome.decode(x) for x in pop.get("X")]
+
+    def population_history(self) -> list[list[tuple[int, int]]]:
+        """After each completed generation, the ``(generation, slot)`` of every member of the population."""
+        return [[(g, i) for g, i in survivors] for survivors in self._history]
 
     def _propose(self, n: int, pending: list[Config]) -> list[Config]:
         # pending is not needed: the open generation's members are all distinct and known here
@@ -329,7 +347,7 @@ class NSGA2(SearchCore):
         """The open generation and pymoo's parents (with their survival rank and crowding)."""
         alg = self._algorithm
         state: dict[str, Any] = {
-            "generation": self._generation,
+            "generation": self._generation, "population_history": [list(map(list, h)) for h in self._history],
             "open": {"X": _floats(self._gen_X) if len(self._gen_X) else [], "asked": self._asked.tolist(),
                      "observation": self._obs.tolist()},
             "parents": None}
@@ -337,7 +355,7 @@ class NSGA2(SearchCore):
             pop = alg.pop
             state["parents"] = {"X": _floats(pop.get("X")), "F": _floats(pop.get("F")),
                                 "G": _floats(pop.get("G")) if self._pymoo_constraints else [],
-                                "rank": _optional(pop.get("rank"), int),
+                                "member": _members(pop), "rank": _optional(pop.get("rank"), int),
                                 "crowding": _optional(pop.get("crowding"), float)}
         return state
 
@@ -351,6 +369,11 @@ class NSGA2(SearchCore):
                 or (asked < (obs != _UNTOLD)).any():
             raise ConfigError("malformed NSGA2 state: the open generation's genes, asked flags and observations "
                               "do not fit together")
+        history = [[[check_int("member generation", g, 0, generation - 1), check_int("member slot", i, 0)]
+                    for g, i in survivors] for survivors in state["population_history"]]
+        if len(history) != generation:
+            raise ConfigError(f"malformed NSGA2 state: {len(history)} populations recorded for {generation} "
+                              "completed generations")
         algorithm = self._build()
         parents = state["parents"]
         if (parents is None) != (generation == 0):
@@ -362,9 +385,13 @@ class NSGA2(SearchCore):
             if self._pymoo_constraints:
                 values["G"] = _array(parents["G"], self.n_constraints)
             Evaluator().eval(StaticProblem(algorithm.problem, **values), pop)
+            member = np.array(parents["member"], dtype=int).reshape(-1, 2)
+            if len(member) != len(P) or member.tolist() != history[-1]:
+                raise ConfigError("malformed NSGA2 state: the parents are not the last recorded population")
+            pop.set("member", member)
             pop.set("rank", _optional_array(parents["rank"], int, len(P)),
                     "crowding", _optional_array(parents["crowding"], float, len(P)))
             algorithm.pop, algorithm.is_initialized, algorithm.n_iter = pop, True, generation + 1
             algorithm._set_optimum()
-        self._algorithm, self._generation = algorithm, generation
+        self._algorithm, self._generation, self._history = algorithm, generation, history
         self._set_generation(X, asked, obs)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from raytune_fed.cli._options import csv
@@ -12,9 +13,11 @@ Each method is a Ray Tune experiment whose trials train SecureBoost on two party
 (the data go to Ray once).  Resuming: a method that finished is stored in OUT/runs/ and is
 not run again; an interrupted one is restored from OUT/tune/ (Tuner.restore). A resumed
 run must use the same options (OUT/settings.json records them).  Training cost eps_c is
-always counted operations x seconds per BFV operation calibrated on this machine (kept in
-settings.json), so --he plain gives the same objectives as bfv up to fixed-point rounding,
-only faster.  Bad options end with a one-line error and exit code 2."""
+counted operations x seconds per BFV operation (--op-times: fixed reference seconds by
+default, so two runs of the same command give the same rows; 'calibrate' measures them on
+this machine and keeps them in settings.json), so --he plain gives the same objectives as
+bfv up to fixed-point rounding, only faster.  Bad options end with a one-line error and
+exit code 2."""
 
 
 def _point(text: str) -> dict[str, float]:
@@ -30,6 +33,26 @@ def _point(text: str) -> dict[str, float]:
     return out
 
 
+def _op_times(text: str) -> str | dict:
+    """``reference``, ``calibrate`` or a JSON file of seconds per operation (or a run's settings.json)."""
+    if text in ("reference", "calibrate"):
+        return text
+    from raytune_fed.errors import ConfigError
+
+    try:
+        values = json.loads(Path(text).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"--op-times {text}: cannot read it ({exc.strerror})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"--op-times {text}: not a JSON file ({exc})") from None
+    if isinstance(values, dict) and isinstance(values.get("op_times"), dict):
+        values = values["op_times"]  # another run's settings.json
+    if not isinstance(values, dict):
+        raise ConfigError(f"--op-times {text}: expected a JSON object of seconds per operation, got "
+                          f"{type(values).__name__}")
+    return values
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("cmosb", help="constrained multi-objective SecureBoost tuning (CMOSB) vs ES, GS, BO",
                        description="Tune vertical SecureBoost for utility loss, training cost and privacy leakage "
@@ -41,6 +64,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--generations", type=int, default=40, help="NSGA-II generations (default: %(default)s)")
     p.add_argument("--max-cost", type=float, default=None, help="constraint: training cost eps_c <= this (seconds)")
     p.add_argument("--max-leakage", type=float, default=None, help="constraint: privacy leakage eps_p <= this")
+    p.add_argument("--constraint-handling", default="penalty",
+                   help="how CMOSB treats --max-cost/--max-leakage: penalty (the paper's, alpha 20) or domination "
+                        "(pymoo's constraint domination) (default: %(default)s)")
     p.add_argument("--baselines", type=csv, default=("es", "gs", "bo"),
                    help="comma-separated baselines among es,gs,bo (default: es,gs,bo)")
     p.add_argument("--he", default="plain", help="encryption of the trainings: bfv, ckks or plain (default: plain)")
@@ -48,6 +74,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--grid-levels", type=int, default=2, help="values per parameter of GS (default: %(default)s)")
     p.add_argument("--bo-trials", type=int, default=None,
                    help="trials of each BO run (default: population x generations / 3)")
+    p.add_argument("--bo-batch", type=int, default=2,
+                   help="trials BO proposes at once, each batch after the previous one finished (default: "
+                        "%(default)s)")
+    p.add_argument("--op-times", default="reference",
+                   help="seconds per BFV operation pricing eps_c: reference (fixed, the default), calibrate (measure "
+                        "on this machine) or a JSON file of them (e.g. another run's settings.json)")
     p.add_argument("--attack-sample", type=int, default=1000,
                    help="class-balanced instances the attack clusters (default: %(default)s)")
     p.add_argument("--point", type=_point, action="append", default=[],
@@ -66,7 +98,9 @@ def run(args: argparse.Namespace) -> None:
     settings = CMOSBSettings(dataset=args.dataset, population=args.population, generations=args.generations,
                              baselines=tuple(args.baselines), max_cost=args.max_cost, max_leakage=args.max_leakage,
                              he=args.he, seed=args.seed, grid_levels=args.grid_levels, bo_trials=args.bo_trials,
-                             n_sample=args.attack_sample, points=tuple(args.point)).check()
+                             n_sample=args.attack_sample, points=tuple(args.point),
+                             constraint_handling=args.constraint_handling, bo_batch=args.bo_batch,
+                             op_times=_op_times(args.op_times)).check()
     frame = run_cmosb(settings, args.out, address=args.address, num_cpus=args.num_cpus)
     summary = write_outputs(frame, args.out, settings.constraints)
     print(format_summary(summary))

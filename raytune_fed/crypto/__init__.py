@@ -9,11 +9,11 @@ per-bin sums as node-compact ciphertexts with every coefficient it must not reve
 overwritten by noise.  Ciphertexts cross parties only as :class:`Ciphertexts` (bytes with
 a declared size).  ``scheme="plain"`` runs the same protocol without encryption and counts
 the operations BFV would do.  :class:`OpCounts` tallies operations; :func:`calibrate`
-measures seconds per operation on this machine, and :meth:`OpTimes.cost` is eq. 5 of the
+measures seconds per operation on this machine (:data:`REFERENCE_OP_TIMES` are fixed ones), and :meth:`OpTimes.cost` is eq. 5 of the
 CMOSB paper.
 """
 
-from raytune_fed.crypto._calibrate import calibrate
+from raytune_fed.crypto._calibrate import REFERENCE_OP_TIMES, calibrate
 from raytune_fed.crypto._contexts import (
     MissingSecretKeyError, PublicContext, SecretContext, check_scheme, load_public_context, plain_mask_sums,
     secret_context)
@@ -23,7 +23,7 @@ from raytune_fed.crypto._layout import MAX_BLOCK, POLY_DEGREE, Layout, choose_bl
 from raytune_fed.crypto._payload import SCHEMES, Ciphertexts
 
 __all__ = [
-    "MAX_BLOCK", "OPERATIONS", "POLY_DEGREE", "SCHEMES", "Ciphertexts", "GHCodec", "Layout", "MissingSecretKeyError",
+    "MAX_BLOCK", "OPERATIONS", "POLY_DEGREE", "REFERENCE_OP_TIMES", "SCHEMES", "Ciphertexts", "GHCodec", "Layout", "MissingSecretKeyError",
     "OpCounts", "OpTimes", "PublicContext", "SecretContext", "calibrate", "check_scheme", "choose_block",
     "load_public_context", "plain_mask_sums", "secret_context",
 ]

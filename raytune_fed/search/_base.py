@@ -13,6 +13,11 @@ A Ray Tune ``Searcher`` that drives a :class:`~raytune_fed.algorithms.SearchCore
 * a core built with constraints is told them too: a subclass reads them from the result
   dict in :meth:`CoreSearcher._constraint_row` (a missing one drops the trial likewise);
 * ``add_evaluated_point(s)`` tells the core about points evaluated elsewhere;
+* every trial id the searcher answered is kept in :attr:`CoreSearcher.proposals` with the
+  index of its proposal (0, 1, ... in the order the core proposed them) and whatever the
+  subclass's :meth:`CoreSearcher._proposal_tag` said when the core proposed it (NSGA2Search:
+  the generation), so a workflow reads which trial came from where from the searcher's own
+  record, not from when trials happened to finish;
 * ``save``/``restore`` (Tune's searcher checkpoints) write and read JSON: the adapter's
   own versioned state with the core's ``get_state()`` inside, never a pickled object.
 
@@ -42,7 +47,7 @@ from raytune_fed.types import Objective, objectives
 logger = logging.getLogger(__name__)
 
 STATE_FORMAT = "raytune_fed.searcher"
-STATE_VERSION = 2  # version 1 was the pickled per-searcher dict before the shared adapter
+STATE_VERSION = 3  # 2 had no proposal record; 1 was the pickled per-searcher dict before the shared adapter
 
 
 class CoreSearcher(Searcher):
@@ -80,6 +85,8 @@ class CoreSearcher(Searcher):
         self._core: SearchCore | None = None
         self._live: dict[str, dict[str, Any]] = {}
         self._buffer: list[dict[str, Any]] = []
+        self._buffer_tag: dict[str, Any] = {}  # what _proposal_tag said when the buffer was filled
+        self._proposals: dict[str, dict[str, Any]] = {}
         self._max_concurrent: int | None = None
 
     # ------------------------------------------------------------------ what a subclass provides
@@ -87,6 +94,10 @@ class CoreSearcher(Searcher):
     def _build_core(self, space: SearchSpace, n_objectives: int, points: list[dict[str, Any]],
                     seed: int) -> SearchCore:
         """A fresh core for ``space`` from ``self._options`` (``points``: the design's first points)."""
+
+    def _proposal_tag(self) -> dict[str, Any]:
+        """JSON-safe facts about the proposals ``core.ask`` just returned, kept per trial in :attr:`proposals`."""
+        return {}
 
     # ------------------------------------------------------------------ Tune's Searcher API
     def set_search_properties(self, metric: Any, mode: Any, config: dict, **spec: Any) -> bool:
@@ -123,8 +134,10 @@ class CoreSearcher(Searcher):
             self._buffer = core.ask(n, pending=list(self._live.values()))
             if not self._buffer:
                 return None  # the core waits for results still out
+            self._buffer_tag = self._proposal_tag()
         config = self._buffer.pop(0)
         self._live[trial_id] = config
+        self._proposals[trial_id] = {"index": len(self._proposals), **self._buffer_tag}
         return self._tspace.to_tune(config)
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
@@ -183,6 +196,11 @@ class CoreSearcher(Searcher):
             points = [self._tspace.from_tune(p) for p in self._points]
             self._core = self._build_core(self._tspace.space, len(self._objectives), points, self._seed)
         return self._core
+
+    @property
+    def proposals(self) -> dict[str, dict[str, Any]]:
+        """Every trial id this searcher answered: ``{"index": k, **tag}`` (``k``: its proposal's place, from 0)."""
+        return copy.deepcopy(self._proposals)
 
     @property
     def objectives(self) -> list[Objective] | None:
@@ -252,7 +270,8 @@ class CoreSearcher(Searcher):
                 "space": None if self._tspace is None else self._tspace.to_state(),
                 "points_to_evaluate": copy.deepcopy(self._points), "seed": self._seed,
                 "options": copy.deepcopy(self._options), "live": copy.deepcopy(self._live),
-                "buffer": copy.deepcopy(self._buffer), "max_concurrent": self._max_concurrent,
+                "buffer": copy.deepcopy(self._buffer), "buffer_tag": copy.deepcopy(self._buffer_tag),
+                "proposals": copy.deepcopy(self._proposals), "max_concurrent": self._max_concurrent,
                 "core": None if self._core is None else self._core.get_state()}
 
     def set_state(self, state: Mapping[str, Any]) -> None:
@@ -274,6 +293,10 @@ class CoreSearcher(Searcher):
             fresh._options = dict(state["options"])
             fresh._live = {str(k): dict(v) for k, v in state["live"].items()}
             fresh._buffer = [dict(c) for c in state["buffer"]]
+            fresh._buffer_tag = dict(state["buffer_tag"])
+            fresh._proposals = {str(k): dict(v) for k, v in state["proposals"].items()}
+            if sorted(v["index"] for v in fresh._proposals.values()) != list(range(len(fresh._proposals))):
+                raise ConfigError(f"malformed {name} checkpoint (the proposal indices are not 0..n-1)")
             fresh._max_concurrent = None if state["max_concurrent"] is None \
                 else check_int("max_concurrent", state["max_concurrent"], 1)
             fresh._core = None

@@ -11,6 +11,14 @@ value`` for ``">="``).  Under ``constraint_handling="penalty"`` (the CMOSB paper
 objective when the constrained metric is not one of them; ``"domination"`` uses pymoo's
 constraint domination instead.  A trial that reports no finite value for a constraint
 metric is dropped like one without its objectives (it enters survival as a failure).
+
+Each answered trial is recorded in :attr:`~CoreSearcher.proposals` with its ``generation``
+(0 for the initial population) next to its proposal ``index``; the members of a generation
+are proposed in the order of their slots, so a trial's slot is its index minus the first
+index of its generation (:meth:`NSGA2Search.members`).  With
+``core.population_history()`` (the ``(generation, slot)`` of the population after each
+generation) that gives the population after every generation.  Both live in the searcher's
+checkpoints, so they survive ``Tuner.restore``.
 """
 
 from __future__ import annotations
@@ -99,6 +107,16 @@ class NSGA2Search(CoreSearcher):
                      constrained_objectives=targets, crossover_prob=o["crossover_prob"],
                      crossover_eta=o["crossover_eta"], mutation_prob=o["mutation_prob"],
                      mutation_eta=o["mutation_eta"])
+
+    def _proposal_tag(self) -> dict[str, Any]:
+        return {"generation": self.core.generation}  # the open generation (completed ones counted from 0)
+
+    def members(self) -> dict[str, tuple[int, int]]:
+        """``(generation, slot)`` of every trial id this searcher answered."""
+        first: dict[int, int] = {}
+        for p in self._proposals.values():
+            first[p["generation"]] = min(first.get(p["generation"], p["index"]), p["index"])
+        return {tid: (p["generation"], p["index"] - first[p["generation"]]) for tid, p in self._proposals.items()}
 
     def _constraint_row(self, result: Mapping[str, Any]) -> list[float]:
         row = []

@@ -9,7 +9,10 @@
   midpoints of equal slices of Table III's ranges (the paper does not list its grid; 2
   levels give 64 configurations);
 * ``bo`` - Optuna's TPE through Ray's ``OptunaSearch``, one run per objective (the paper
-  optimises each objective separately).
+  optimises each objective separately), proposing ``bo_batch`` trials at a time: each batch
+  waits for the previous one (Tune's ``ConcurrencyLimiter(batch=True)``), so what TPE has
+  seen when it proposes does not depend on which trial happened to finish first, and the
+  same seed gives the same trials on any number of CPUs.
 
 Every method is a list of :class:`Run`; a run is one ``tune.Tuner`` experiment.
 """
@@ -76,7 +79,8 @@ def tune_domains(space: SearchSpace) -> dict[str, Any]:
 
 
 def method_runs(method: str, *, binary: bool, seed: Any, population: int, generations: int,
-                constraints: Mapping[str, tuple[str, float]], grid_levels: int, bo_trials: int) -> list[Run]:
+                constraints: Mapping[str, tuple[str, float]], grid_levels: int, bo_trials: int,
+                constraint_handling: str = "penalty", bo_batch: int = 2) -> list[Run]:
     """The Tune experiments of ``method`` (one of :data:`METHODS`)."""
     from ray import tune
 
@@ -88,7 +92,7 @@ def method_runs(method: str, *, binary: bool, seed: Any, population: int, genera
             return NSGA2Search(space, metric=list(OBJECTIVES), mode=["min"] * len(OBJECTIVES),
                                seed=seed_int(derive(seed, "cmosb")), population_size=population,
                                n_generations=generations, constraints=dict(constraints) or None,
-                               constraint_handling="penalty")
+                               constraint_handling=constraint_handling)
 
         return [Run("cmosb", "cmosb", {}, population * generations, nsga2, population)]
     if method == "es":
@@ -101,10 +105,12 @@ def method_runs(method: str, *, binary: bool, seed: Any, population: int, genera
         for objective in OBJECTIVES:
             def tpe(objective: str = objective) -> Any:
                 import optuna
+                from ray.tune.search import ConcurrencyLimiter
                 from ray.tune.search.optuna import OptunaSearch
 
                 sampler = optuna.samplers.TPESampler(seed=seed_int(derive(seed, "bo", objective)))
-                return OptunaSearch(metric=objective, mode="min", sampler=sampler)
+                return ConcurrencyLimiter(OptunaSearch(metric=objective, mode="min", sampler=sampler),
+                                          max_concurrent=bo_batch, batch=True)
 
             runs.append(Run("bo", f"bo_{objective}", tune_domains(space), bo_trials, tpe))
         return runs

@@ -5,6 +5,12 @@ experiment directories), ``runs/<run>.parquet`` (written when a run finished: it
 run again), then ``results.parquet`` (one row per evaluated configuration and method),
 ``summary.json`` and the report (see :mod:`raytune_fed.workflows.cmosb._summary`).  An
 interrupted run is picked up with ``Tuner.restore`` (searcher state included).
+
+The rows repeat exactly: two runs of the same settings give the same rows in the same
+order (Tune's ``trial_id``, ``finished_at`` and the seconds columns aside).  CMOSB's rows
+carry the generation that proposed them and their slot in it from NSGA2Search's own record
+(its checkpoint), not from when trials finished; BO proposes in fixed batches; the training
+cost is priced with fixed seconds per operation unless ``op_times="calibrate"``.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import json
 import math
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -21,9 +27,10 @@ import pandas as pd
 from ray import tune
 from ray.tune import Callback
 
-from raytune_fed._checks import check_int, check_share
+from raytune_fed._checks import check_choice, check_int, check_share
 from raytune_fed.attacks import N_SAMPLE
-from raytune_fed.crypto import check_scheme
+from raytune_fed.algorithms.nsga2 import CONSTRAINT_HANDLING
+from raytune_fed.crypto import REFERENCE_OP_TIMES, check_scheme
 from raytune_fed.errors import ConfigError
 from raytune_fed.models.secureboost import SecureBoostClassifier, check_op_times, check_params
 from raytune_fed.workflows.cmosb._methods import BASELINES, ES_PRESETS, METHODS, Run, es_config, method_runs
@@ -47,9 +54,20 @@ def check_point(point: Mapping[str, Any]) -> dict[str, Any]:
     return {k: checked[k] for k in PARAMETERS}
 
 
+OP_TIMES_SOURCES = ("reference", "calibrate")
+
+
 @dataclass(frozen=True)
 class CMOSBSettings:
-    """One CMOSB comparison; :meth:`check` runs when a workflow starts."""
+    """One CMOSB comparison; :meth:`check` runs when a workflow starts.
+
+    ``op_times`` prices the training cost: ``"reference"`` (fixed seconds per BFV
+    operation, :data:`~raytune_fed.crypto.REFERENCE_OP_TIMES`: the same cost on every run
+    and machine), ``"calibrate"`` (measured on this machine when the run starts, kept in
+    ``settings.json`` for a resume) or the seconds themselves (a dict or ``OpTimes``).
+    ``constraint_handling`` is CMOSB's: the paper's ``"penalty"`` or pymoo's ``"domination"``.
+    ``bo_batch`` is how many trials BO proposes at once.
+    """
 
     dataset: str = "synthetic1"
     population: int = 20
@@ -63,7 +81,9 @@ class CMOSBSettings:
     bo_trials: int | None = None
     n_sample: int = N_SAMPLE
     points: tuple[dict[str, Any], ...] = ()
-    op_times: dict[str, Any] | None = field(default=None, compare=False)
+    constraint_handling: str = "penalty"
+    bo_batch: int = 2
+    op_times: Any = "reference"
 
     def check(self) -> CMOSBSettings:
         if self.dataset not in TASKS:
@@ -88,8 +108,24 @@ class CMOSBSettings:
         check_int("n_sample", self.n_sample, 2)
         for p in self.points:
             check_point(p)
-        check_op_times(self.op_times)
+        check_choice("constraint_handling", self.constraint_handling, CONSTRAINT_HANDLING)
+        check_int("bo_batch", self.bo_batch, 1, 10_000)
+        if not (isinstance(self.op_times, str) and self.op_times in OP_TIMES_SOURCES):
+            if isinstance(self.op_times, str):
+                raise ConfigError(f"op_times must be one of {list(OP_TIMES_SOURCES)} or seconds per operation, "
+                                  f"got {self.op_times!r}")
+            check_op_times(self.op_times)
         return self
+
+    def resolve_op_times(self) -> dict[str, Any]:
+        """The seconds per operation this run prices with (``"calibrate"`` measures now)."""
+        if self.op_times == "reference":
+            return REFERENCE_OP_TIMES.as_dict()
+        if self.op_times == "calibrate":
+            from raytune_fed.crypto import calibrate
+
+            return calibrate().as_dict()
+        return check_op_times(self.op_times).as_dict()
 
     @property
     def methods(self) -> tuple[str, ...]:
@@ -106,7 +142,7 @@ class CMOSBSettings:
 
     def as_json(self) -> dict[str, Any]:
         out = asdict(self)
-        out.pop("op_times")
+        out["op_times"] = self.op_times if isinstance(self.op_times, str) else check_op_times(self.op_times).as_dict()
         out["baselines"], out["points"] = list(self.baselines), [check_point(p) for p in self.points]
         return out
 
@@ -118,7 +154,8 @@ def plan(settings: CMOSBSettings, *, binary: bool) -> list[Run]:
     runs: list[Run] = []
     for method in s.methods:
         runs += method_runs(method, binary=binary, seed=s.seed, population=s.population, generations=s.generations,
-                            constraints=s.constraints, grid_levels=s.grid_levels, bo_trials=bo_trials)
+                            constraints=s.constraints, grid_levels=s.grid_levels, bo_trials=bo_trials,
+                            constraint_handling=s.constraint_handling, bo_batch=s.bo_batch)
     if s.points:
         es = [{"name": name, **es_config(name)} for name in ES_PRESETS] if "es" in s.baselines else []
         es += [{"name": f"point{i}", **check_point(p)} for i, p in enumerate(s.points)]
@@ -186,10 +223,37 @@ def run_method(run: Run, trainable: Any, storage: Path, write: Callable[[str], N
         # Tune ends a run on Ctrl-C or SIGTERM by returning what finished: never record that as the whole run
         raise KeyboardInterrupt(f"{run.name}: {len(rows)} of {_expected(run)} trials finished; the Tune run in "
                                 f"{path} is restored by the same command")
-    frame = pd.DataFrame(rows).sort_values(["finished_at", "trial_id"], kind="stable").reset_index(drop=True)
-    # NSGA-II proposes a generation only when the previous one finished, so completion order groups them
-    frame["generation"] = frame.index // run.max_concurrent if run.method == "cmosb" else -1
+    frame = pd.DataFrame(rows)
+    if run.method == "cmosb":
+        return _with_generations(frame, run, path)
+    # the other methods' rows in an order that does not depend on when trials finished
+    order = ["preset", *PARAMETERS]
+    frame = frame.sort_values(order, kind="stable").reset_index(drop=True)
+    frame["generation"] = frame["slot"] = frame["in_population_until"] = -1
     return frame
+
+
+def _with_generations(frame: pd.DataFrame, run: Run, path: Path) -> pd.DataFrame:
+    """CMOSB's rows with NSGA2Search's record: generation, slot, and until when each stayed in the population.
+
+    The record is the searcher's checkpoint in the Tune run's directory (Tune writes it when
+    the run ends), so a restored run reads it like an uninterrupted one.
+    """
+    searcher = run.make_searcher()
+    searcher.restore_from_dir(str(path))
+    members = searcher.members()
+    unknown = sorted(set(frame["trial_id"]) - set(members))
+    if unknown:
+        raise ConfigError(f"{run.name}: trials {unknown[:3]} are not in the searcher's record in {path}; "
+                          "remove that directory and run again")
+    frame["generation"] = [members[t][0] for t in frame["trial_id"]]
+    frame["slot"] = [members[t][1] for t in frame["trial_id"]]
+    last: dict[tuple[int, int], int] = {}
+    for g, survivors in enumerate(searcher.core.population_history()):
+        for member in survivors:
+            last[member] = g
+    frame["in_population_until"] = [last.get((g, i), g - 1) for g, i in zip(frame["generation"], frame["slot"])]
+    return frame.sort_values(["generation", "slot"], kind="stable").reset_index(drop=True)
 
 
 def write_settings(out: Path, settings: CMOSBSettings, op_times: Mapping[str, Any]) -> dict[str, Any]:
@@ -215,7 +279,6 @@ def default_write(line: str) -> None:
 def run_cmosb(settings: CMOSBSettings, out: str | Path, *, address: str | None = None, num_cpus: int | None = None,
               write: Callable[[str], None] = default_write) -> pd.DataFrame:
     """Run every method of ``settings`` on its task (resuming what ``out`` holds); all rows, by method."""
-    from raytune_fed.crypto import calibrate
     from raytune_fed.runtime import connect
     from raytune_fed.workflows.cmosb._tasks import load_task
     from raytune_fed.workflows.cmosb._trial import start_parties, trainable
@@ -225,8 +288,7 @@ def run_cmosb(settings: CMOSBSettings, out: str | Path, *, address: str | None =
     task = load_task(settings.dataset)
     previous = json.loads((out / "settings.json").read_text())["op_times"] if (out / "settings.json").exists() \
         else None
-    op_times = previous or (check_op_times(settings.op_times) or calibrate()).as_dict()
-    op_times = write_settings(out, settings, op_times)["op_times"]
+    op_times = write_settings(out, settings, previous or settings.resolve_op_times())["op_times"]
     runs = plan(settings, binary=task.binary)
     done_dir = out / "runs"
     done_dir.mkdir(parents=True, exist_ok=True)
