@@ -102,6 +102,8 @@ def _write(d, name, text):
     (lambda d: (_write(d, "token", "t" * 20), _write(d, "owner", "o" * 20), _write(d, "p.csv", "a,b\n1,2\n3,4\n")),
      ["--seed", "-3"], "--seed must be an integer >= 0, got -3"),
     (lambda d: (_write(d, "token", "t" * 20), _write(d, "owner", "o" * 20), _write(d, "p.csv", "a,b\n1,2\n3,4\n")),
+     ["--max-bins", "512"], "--max-bins must be an integer in [2, 256], got 512"),
+    (lambda d: (_write(d, "token", "t" * 20), _write(d, "owner", "o" * 20), _write(d, "p.csv", "a,b\n1,2\n3,4\n")),
      ["--cert", "c.pem"], "give both a certificate and its key"),
 ])
 def test_party_serve_errors_are_one_line_with_exit_code_2(tmp_path, capsys, monkeypatch, setup, extra, message):

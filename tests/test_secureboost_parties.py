@@ -8,7 +8,7 @@ from raytune_fed.crypto import secret_context
 from raytune_fed.errors import BoundaryViolationError, ConfigError, QueryRefusedError
 from raytune_fed.federation.parties import (
     ActiveParty, PassiveClient, PassiveParty, RouteBits, RowIds, TrainingReport, check_party_answer)
-from raytune_fed.models.secureboost import SecureBoostClassifier
+from raytune_fed.models.secureboost import PassiveWorker, SecureBoostClassifier
 
 OWNER = "passive-owner-" + "x" * 16
 TIMES = dict(encryption=0.005, decryption=0.002, addition=0.0003, product=0.0006)
@@ -33,12 +33,13 @@ def test_parties_train_the_model_the_estimator_trains(data):
     passive = PassiveParty(X[:, 4:], name="bank", owner_secret=OWNER)
     client = admit(passive)
     report = active.train("s1", {**PARAMS, "he": "bfv"}, [client])
-    model = SecureBoostClassifier(**PARAMS, he="plain").fit(X[train], y[train])
+    model = in_process(X, y, train)
     assert isinstance(report, TrainingReport) and report.metric == "1-auc"
     assert report.op_counts.as_dict() == model.op_counts_
     from raytune_fed.metrics import auc
 
-    assert report.utility_loss == pytest.approx(1 - auc(y[test], model.predict_proba(X[test])[:, 1]))
+    proba = model.predict_proba(X[test, :4], rows=test)[:, 1]
+    assert report.utility_loss == pytest.approx(1 - auc(y[test], proba))
     # the passive party's view (its owner's to read) is the in-process worker's view
     view = client.view(owner=OWNER)
     assert [t for t, _ in view.partitions()] == [t for t, _ in model.passive_views_[0].partitions()]
@@ -133,9 +134,15 @@ def test_a_restarted_party_reads_its_used_sessions_from_its_ledger(data, tmp_pat
     assert admit(restarted, "c").open_session(public, 16, train) == 64
 
 
+def in_process(X, y, train):
+    """The estimator with a passive worker in this process holding the same (all aligned) rows as the party."""
+    return SecureBoostClassifier(**PARAMS, he="plain").fit(X[train, :4], y[train], passive=[PassiveWorker(X[:, 4:])],
+                                                           rows=train)
+
+
 def test_encrypted_and_plain_training_through_the_wire_grow_the_in_process_trees(data):
     X, y, train, _ = data
-    direct = SecureBoostClassifier(**PARAMS, he="plain").fit(X[train], y[train])
+    direct = in_process(X, y, train)
     for he in ("plain", "bfv"):
         client = admit(PassiveParty(X[:, 4:], owner_secret=OWNER), unit=he)
         wired = SecureBoostClassifier(**PARAMS, he=he).fit(X[train, :4], y[train], passive=[client], rows=train)
@@ -144,7 +151,8 @@ def test_encrypted_and_plain_training_through_the_wire_grow_the_in_process_trees
             for name in ("owner", "mask", "value", "shared"):
                 assert np.array_equal(getattr(s, name), getattr(t, name)), (he, name)
         assert wired.op_counts_ == direct.op_counts_
-        np.testing.assert_array_equal(wired.predict_proba(X[train, :4], rows=train), direct.predict_proba(X[train]))
+        np.testing.assert_array_equal(wired.predict_proba(X[train, :4], rows=train),
+                                      direct.predict_proba(X[train, :4], rows=train))
 
 
 def test_a_passive_party_served_over_http_trains_and_refuses_like_the_object(data):
@@ -164,7 +172,7 @@ def test_a_passive_party_served_over_http_trains_and_refuses_like_the_object(dat
         over_http = HttpTransport(server.url, token)
         client = PassiveClient.admit(over_http, owner=OWNER, unit="http")
         wired = SecureBoostClassifier(**PARAMS, he="plain").fit(X[train, :4], y[train], passive=[client], rows=train)
-        direct = SecureBoostClassifier(**PARAMS, he="plain").fit(X[train], y[train])
+        direct = in_process(X, y, train)
         for s, t in zip(wired.trees_, direct.trees_):
             assert np.array_equal(s.mask, t.mask) and np.array_equal(s.value, t.value)
 

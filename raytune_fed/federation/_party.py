@@ -59,6 +59,7 @@ REFUSALS: dict[str, str] = {
     "opened": "this session was opened before; a session is opened once",
     "protocol": "the request does not follow the protocol of this session so far",
     "context": "the context is not a public encryption context (a secret key is never accepted)",
+    "limit": "the request exceeds a limit the party's owner set",
 }
 TOKEN = Text(max_len=128)
 

@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from raytune_fed._checks import check_int
 from raytune_fed.crypto import SCHEMES, Ciphertexts
 from raytune_fed.errors import ConfigError
 from raytune_fed.federation._fields import Bytes, Int, IntArray, ListOf, Refusal, Struct, Text
@@ -72,7 +73,10 @@ class PassiveParty(Party):
     """Feature block ``features`` (one row per aligned instance id) of a passive party.
 
     ``owner_secret`` is the credential of the party's owner (who admits trainings and may
-    read a session's view); ``max_sessions`` caps the sessions it ever issues.  Sessions
+    read a session's view); ``max_sessions`` caps the sessions it ever issues;
+    ``max_bins`` caps the bins per feature a session may ask for (the party bins all its
+    rows, with every cut point on its grid of ``max_bins`` quantile bins, so no sequence of
+    sessions learns a finer partition of a feature than that grid).  Sessions
     share nothing but the rows, so requests of different sessions run concurrently (an
     actor with ``max_concurrency > 1``) and each session's requests one at a time.
     """
@@ -80,7 +84,7 @@ class PassiveParty(Party):
     SERIAL = False
 
     def __init__(self, features: Any, *, name: str = "passive", seed: int = 0, max_sessions: int | None = None,
-                 ledger: str | None = None, owner_secret: str | None = None,
+                 ledger: str | None = None, owner_secret: str | None = None, max_bins: int = 32,
                  max_request_bytes: int = 1 << 30) -> None:
         if not isinstance(name, str) or not name:
             raise ConfigError(f"a party needs a non-empty name, got {name!r}")
@@ -88,9 +92,10 @@ class PassiveParty(Party):
         if X.ndim != 2 or X.shape[0] < 2 or X.shape[1] < 1 or not np.all(np.isfinite(X)):
             raise ConfigError(f"party {name!r}: features must be a finite 2-D array with >= 2 rows and >= 1 column, "
                               f"got shape {X.shape}")
+        check_int(f"party {name!r}: max_bins", max_bins, 2, MAX_BINS)
         super().__init__(name, ledger=ledger, owner_secret=owner_secret, max_request_bytes=max_request_bytes)
         X.setflags(write=False)
-        self._X, self._seed, self._max_sessions = X, seed, max_sessions
+        self._X, self._seed, self._max_sessions, self._max_bins = X, seed, max_sessions, int(max_bins)
         self._workers: dict[str, PassiveWorker] = {}
         self._n_masks: dict[str, int] = {}
         self._session_locks: dict[str, threading.Lock] = {}
@@ -151,7 +156,10 @@ class PassiveParty(Party):
             raise Refusal("opened")
         session.sealed = True  # one attempt per token, answered or refused
         rows = self._rows(train_rows)
-        worker = PassiveWorker(self._X, seed=seed_int(derive(self._seed, "session", session.unit)))
+        if n_bins > self._max_bins:
+            raise Refusal("limit", n_bins=n_bins)
+        worker = PassiveWorker(self._X, seed=seed_int(derive(self._seed, "session", session.unit)),
+                               max_bins=self._max_bins)
         try:
             n_masks = worker.open_session(context, n_bins, rows)
         except ConfigError:

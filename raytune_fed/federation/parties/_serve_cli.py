@@ -33,6 +33,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     s.add_argument("--owner-token-file", required=True, help="file holding the owner's credential")
     s.add_argument("--ledger", default=None, help="append-only ledger file (kept across restarts)")
     s.add_argument("--max-sessions", type=int, default=None, help="cap on the sessions the party ever issues")
+    s.add_argument("--max-bins", type=int, default=32,
+                   help="the most bins per feature a training may ask for (default: %(default)s)")
     s.add_argument("--seed", type=int, default=0, help="seed of the masks on returned ciphertexts")
     add_listen_arguments(s)
     return s
@@ -68,6 +70,7 @@ def run(args: argparse.Namespace) -> None:
     if args.max_sessions is not None:
         check_int("--max-sessions", args.max_sessions, 1)
     check_int("--seed", args.seed, 0)
+    check_int("--max-bins", args.max_bins, 2, 256)
     token = read_token(args.token_file, "token")
     owner = read_token(args.owner_token_file, "owner token")
     if owner == token:
@@ -76,6 +79,6 @@ def run(args: argparse.Namespace) -> None:
         raise ConfigError("the owner's credential must differ from the active party's token")
     X = load_party_features(args.data, args.columns)
     party = PassiveParty(X, name=args.name, seed=args.seed, max_sessions=args.max_sessions, ledger=args.ledger,
-                         owner_secret=owner)
+                         owner_secret=owner, max_bins=args.max_bins)
     serve_until_stopped(party, token, args, f"party {args.name!r} serving on {{url}} ({X.shape[0]} rows, "
                                             f"{X.shape[1]} features)")

@@ -1,9 +1,13 @@
 """Quantile bins per feature, fitted by the party that holds the feature.
 
-Cut points are the ``1/K .. (K-1)/K`` quantiles of the training column, duplicates
-removed, so a feature has at most ``K`` bins.  Bin ``k`` holds the values in
-``(edge[k-1], edge[k]]``; a split "bin <= k" sends ``x <= edge[k]`` left, also for rows
-binned later (test rows).
+Cut points are the ``1/K .. (K-1)/K`` quantiles of the column, duplicates removed, so a
+feature has at most ``K`` bins.  Bin ``k`` holds the values in ``(edge[k-1], edge[k]]``; a
+split "bin <= k" sends ``x <= edge[k]`` left, also for rows binned later (test rows).
+
+The active party bins its training rows.  A passive party bins all the rows it holds
+(the aligned rows, which no request can change) and moves every cut point onto its owner's
+grid of at most ``max_bins`` quantile bins (:func:`grid_edges`), so whatever bin counts
+sessions ask for, each session's bins are unions of the grid's bins.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ def quantile_edges(X: np.ndarray, n_bins: int) -> list[np.ndarray]:
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2 or X.shape[0] == 0:
         raise ConfigError(f"binning needs a non-empty 2-D array, got shape {X.shape}")
-    qs = np.linspace(0.0, 1.0, n_bins + 1)[1:-1]
+    qs = np.arange(1, n_bins) / n_bins  # j / K rounded once: the same float as (j m) / (K m), so grids nest
     edges = []
     for j in range(X.shape[1]):
         cuts = np.unique(np.quantile(X[:, j], qs, method="linear"))
@@ -41,3 +45,23 @@ def apply_bins(X: np.ndarray, edges: list[np.ndarray]) -> np.ndarray:
 def mask_ids(bins: np.ndarray, n_bins: int) -> np.ndarray:
     """``feature * n_bins + bin``: the histogram slot of each value (``int32``)."""
     return (np.asarray(bins, dtype=np.int32) + np.arange(bins.shape[1], dtype=np.int32) * n_bins).astype(np.int32)
+
+
+def grid_edges(X: np.ndarray, n_bins: int, grid: list[np.ndarray]) -> list[np.ndarray]:
+    """:func:`quantile_edges` of ``X`` with every cut point moved to the nearest cut point of ``grid``.
+
+    ``grid`` is ``quantile_edges(X, max_bins)``; where ``n_bins`` divides ``max_bins`` the
+    quantiles already are grid cut points and nothing moves.
+    """
+    out = []
+    for cuts, allowed in zip(quantile_edges(X, n_bins), grid):
+        if allowed.size == 0:
+            out.append(allowed.copy())
+            continue
+        at = np.clip(np.searchsorted(allowed, cuts), 1, allowed.size - 1) if allowed.size > 1 else np.zeros(
+            cuts.size, dtype=np.int64)
+        if allowed.size > 1:
+            lower = allowed[at - 1]
+            at = np.where(np.abs(cuts - lower) <= np.abs(allowed[at] - cuts), at - 1, at)
+        out.append(np.unique(allowed[at]))
+    return out

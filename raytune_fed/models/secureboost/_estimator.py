@@ -100,7 +100,8 @@ class SecureBoostClassifier(ClassifierMixin, BaseEstimator):
             in_passive = np.concatenate(blocks)
             self.active_features_ = np.setdiff1d(np.arange(X.shape[1]), in_passive)
             self.passive_features_ = blocks
-            endpoints = [PassiveWorker(X[:, cols], seed=seed_int(derive(self.random_state, "passive", i)))
+            endpoints = [PassiveWorker(X[:, cols], seed=seed_int(derive(self.random_state, "passive", i)),
+                                       max_bins=p["n_bins"])
                          for i, cols in enumerate(blocks)]
             row_ids = np.arange(n, dtype=np.int64)
             X_active = X[:, self.active_features_]

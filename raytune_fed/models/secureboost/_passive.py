@@ -1,10 +1,11 @@
 """The passive party's side of SecureBoost, as plain in-process logic.
 
 A :class:`PassiveWorker` holds one feature block (all aligned rows, by global id), a
-public homomorphic context and nothing else.  It bins its training rows, answers a level
-of node queries with encrypted per-bin sums, partitions a node when its own split wins,
-and routes rows through its splits at prediction time.  Everything it receives goes
-into its :class:`~raytune_fed.models.secureboost.PassiveView`.
+public homomorphic context and nothing else.  It bins all its rows (never a subset the
+active party names: :mod:`~raytune_fed.models.secureboost._binning`), answers a level of
+node queries with encrypted per-bin sums, partitions a node when its own split wins, and
+routes rows through its splits at prediction time.  Everything it receives goes into its
+:class:`~raytune_fed.models.secureboost.PassiveView`.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from typing import Sequence
 
 import numpy as np
 
+from raytune_fed._checks import check_int
 from raytune_fed.crypto import Ciphertexts, Layout, load_public_context
 from raytune_fed.errors import ConfigError
-from raytune_fed.models.secureboost._binning import apply_bins, mask_ids, quantile_edges
+from raytune_fed.models.secureboost._binning import apply_bins, grid_edges, mask_ids, quantile_edges
 from raytune_fed.models.secureboost._protocol import NodeQuery
 from raytune_fed.models.secureboost._view import PassiveView, positions_in, without
 from raytune_fed.random import as_generator
@@ -35,15 +37,19 @@ class PassiveWorker:
     ----------
     features : (n_rows, n_features) array of this party's columns, all aligned rows.
     seed : seed of the noise that hides non-target coefficients of returned ciphertexts.
+    max_bins : the most bins per feature a session may ask for (the owner's grid); a
+        session's cut points are moved onto the grid of ``max_bins`` quantile bins.
     """
 
-    def __init__(self, features: np.ndarray, *, seed: int = 0) -> None:
+    def __init__(self, features: np.ndarray, *, seed: int = 0, max_bins: int = 256) -> None:
         X = np.asarray(features, dtype=np.float64)
         if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
             raise ConfigError(f"a passive party needs a 2-D feature block with >= 1 row and column, got {X.shape}")
         if not np.all(np.isfinite(X)):
             raise ConfigError("a passive party's features must be finite")
         self._X = X
+        self._max_bins = check_int("max_bins", max_bins, 2, 256)
+        self._grid: list[np.ndarray] | None = None
         self._rng = as_generator(seed)
         self._context = None
         self._edges: list[np.ndarray] = []
@@ -61,13 +67,21 @@ class PassiveWorker:
         return self._X.shape[1]
 
     # ------------------------------------------------------------------ protocol
+    @property
+    def max_bins(self) -> int:
+        return self._max_bins
+
     def open_session(self, public_context: bytes, n_bins: int, train_rows: np.ndarray) -> int:
-        """Load the active party's public context, bin the training rows; return the mask count."""
-        rows = self._check_rows(train_rows)
+        """Load the active party's public context and bin every row (``n_bins`` per feature at most, on
+        the owner's grid; ``train_rows`` are the rows this session's trees may hold); return the mask count."""
+        n_bins = check_int("n_bins (at most this party's max_bins)", n_bins, 2, self._max_bins)
+        self._check_rows(train_rows)
         self._context = load_public_context(public_context)
         self.view = PassiveView(context_bytes=len(public_context))
         self._n_bins = int(n_bins)
-        self._edges = quantile_edges(self._X[rows], self._n_bins)
+        if self._grid is None:
+            self._grid = quantile_edges(self._X, self._max_bins)
+        self._edges = grid_edges(self._X, self._n_bins, self._grid)
         self._ids = mask_ids(apply_bins(self._X, self._edges), self._n_bins)
         self._splits = {}
         return self.n_features * self._n_bins
