@@ -26,6 +26,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from raytune_fed.errors import ConfigError
+from raytune_fed.federation._certs import self_signed_certificate
 from raytune_fed.federation._clients import SiteClient
 from raytune_fed.federation._policy import Policy
 
@@ -63,21 +64,6 @@ def site_policy(template: Mapping[str, Any], name: str, seed: int, workdir: str 
     data = {**template, "name": name, "seed": seed_int(derive(seed, "site", name)),
             "ledger": os.fspath(Path(workdir) / f"{name}.ledger.jsonl")}
     return Policy.from_mapping(data)
-
-
-def self_signed_certificate(directory: str | os.PathLike, host: str = "127.0.0.1") -> tuple[Path, Path]:
-    """A certificate and key for ``host`` (an IP address), valid two days, made with the
-    ``openssl`` command; for tests and local services only."""
-    directory = Path(directory)
-    cert, key = directory / "cert.pem", directory / "key.pem"
-    try:
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
-                        str(cert), "-days", "2", "-subj", f"/CN={host}", "-addext", f"subjectAltName=IP:{host}"],
-                       check=True, capture_output=True)
-    except (OSError, subprocess.CalledProcessError) as exc:
-        raise ConfigError(f"cannot make a self-signed certificate with the openssl command: {exc}") from None
-    key.chmod(0o600)
-    return cert, key
 
 
 def start_sites(sites: Mapping[str, tuple[Any, Any]], *, template: Mapping[str, Any], seed: int,
