@@ -166,11 +166,15 @@ class SuccessiveHalving(SearchCore):
         return self._job(i, t), value
 
     def best_id(self) -> tuple[int, float]:
-        """``(config_id, value)`` of :meth:`best`."""
+        """``(config_id, value)`` of :meth:`best`: the best of the highest round with a job that
+        did not fail.  Raises :class:`ConfigError` when nothing was told or every job failed."""
         for t in range(len(self.table.rungs) - 1, -1, -1):
             if self._values[t]:
                 i = self._ranked(t)[0]
-                return i, self._values[t][i]
+                if math.isfinite(self._values[t][i]):
+                    return i, self._values[t][i]
+        if self._failed:
+            raise ConfigError(f"every job failed ({len(self._failed)} discarded), so there is no best configuration")
         raise ConfigError("no results told yet, so there is no best configuration")
 
     def configuration(self, config_id: int) -> Config:
