@@ -188,15 +188,19 @@ def crafted_powers(dep: Deployment, *, n_bins: int = 32, scheme: str = "bfv", bi
 
 def _split_attack(client: Any, keys: Any, n: int, n_masks: int, n_bins: int) -> np.ndarray | str:
     """Fresh trees whose roots hold every row, each split at a different (feature, bin) mask; each row's
-    bin guessed as the lowest bin whose left side holds it (a refusal code if refused)."""
-    n_features = n_masks // n_bins
+    bin guessed as the lowest bin whose left side holds it (a refusal code if refused).
+
+    Mask (f, k) is ``f * K + k`` on d8d2749 (a mask per bin) and ``f * (K - 1) + k`` now (a mask per
+    threshold, in the party's order): the attacker names it as the protocol it talks to lays masks out."""
+    n_features = client.info().n_features
+    per_feature = n_masks // n_features
     rows = np.arange(n, dtype=np.int64)
     layout = Layout(n, n_masks, choose_block(n, n_masks))
     zeros = keys.encrypt(np.zeros(n, dtype=np.uint64), layout)
     picks = [(f * (n_bins - 1) + k, f, k) for f in range(n_features) for k in range(n_bins - 1)]
     try:
         client.histograms([NodeQuery(0, -1, rows=rows, gh=zeros, block=layout.block, tree=t) for t, _, _ in picks])
-        lefts = client.splits([(t, 0, f * n_bins + k) for t, f, k in picks])
+        lefts = client.splits([(t, 0, f * per_feature + k) for t, f, k in picks])
     except QueryRefusedError as exc:
         return getattr(exc, "code", "?")
     guess = np.full((n, n_features), n_bins - 1)
@@ -211,7 +215,7 @@ def split_masks(dep: Deployment, *, n_bins: int = 32, unit: str = "masks") -> di
     n = dep.peek(lambda p: p.n_rows)
     client, keys, n_masks, _ = _session(dep, unit, n_bins, "plain", np.arange(n, dtype=np.int64))
     guess = _split_attack(client, keys, n, n_masks, n_bins)
-    out: dict[str, Any] = {"requests": 2, "trees": (n_masks // n_bins) * (n_bins - 1), "n_rows": n}
+    out: dict[str, Any] = {"requests": 2, "trees": client.info().n_features * (n_bins - 1), "n_rows": n}
     if isinstance(guess, str):
         return {**out, "refused": guess, "bins_right": 0.0, "rows_all_bins_right": 0}
     truth = dep.peek(lambda p: true_bins(_worker(p, unit)))

@@ -154,3 +154,32 @@ def test_calibration_measures_every_operation_on_this_machine():
     assert all(getattr(times, name) > 0 for name in ("encryption", "decryption", "addition", "product"))
     # an encryption (encode, encrypt, serialise) costs more than one ciphertext addition
     assert times.encryption > times.addition
+
+
+@pytest.mark.parametrize("n, n_features, n_bins", [(3000, 6, 32), (37, 3, 32), (1, 1, 4), (700, 4, 7)])
+def test_threshold_masks_sum_each_left_side_exactly_in_the_secret_order(bfv, n, n_features, n_bins):
+    """Mask slot_of[f (K-1) + k] sums the instances with bin <= k on feature f, in both backends alike."""
+    from raytune_fed.crypto import ThresholdMasks
+
+    rng = np.random.default_rng(n)
+    codec, gq, hq, _ = _node(rng, n, n_features, n_bins)
+    bins = rng.integers(0, n_bins, (n, n_features))
+    n_masks = n_features * (n_bins - 1)
+    masks = ThresholdMasks(bins, n_bins, rng.permutation(n_masks))
+    layout = Layout.for_node(n, n_masks)
+    results = {}
+    for scheme in ("bfv", "plain"):
+        active, passive = bfv if scheme == "bfv" else (lambda a: (a, load_public_context(a.public_context())))(
+            secret_context("plain"))
+        before = OpCounts().add(passive.counts).as_dict()
+        out = passive.histogram(active.encrypt(codec.pack(gq, hq), layout), masks, layout, rng)
+        results[scheme] = (codec.unpack_sums(active.decrypt_sums(out, layout)),
+                           {k: v - before[k] for k, v in passive.counts.as_dict().items()})
+    (g, h), counts = results["bfv"]
+    for f in range(n_features):
+        for k in range(n_bins - 1):
+            slot = masks.slot_of[f * (n_bins - 1) + k]
+            left = bins[:, f] <= k
+            assert (g[slot], h[slot]) == (gq[left].sum(), hq[left].sum())
+    assert np.array_equal(results["plain"][0][0], g) and np.array_equal(results["plain"][0][1], h)
+    assert counts == results["plain"][1] and counts["products"] == layout.n_products(masks)

@@ -8,7 +8,9 @@ experiments/attacks_on_d8d2749_party.py``, ``experiments/measured/attacks_on_d8d
 import numpy as np
 import pytest
 
-from party_attacker import OWNER, X_PASSIVE, _worker, deployed, shrunken_bins, true_bins
+from party_attacker import OWNER, X_PASSIVE, _worker, deployed, shrunken_bins, split_masks, true_bins
+from raytune_fed.crypto import Layout, choose_block
+from raytune_fed.models.secureboost import NodeQuery
 from raytune_fed.crypto import secret_context
 from raytune_fed.errors import QueryRefusedError
 from raytune_fed.federation.parties import PassiveClient, PassiveParty
@@ -36,6 +38,46 @@ def test_shrunken_training_rows_and_many_bins_no_longer_give_values(kind):
             continue
         # a uniform grid over the range would put rows within 1/512 of it; quantile bins leave ~10x more
         assert scored["max_error_of_range"] > 0.05 and scored["best_line_median_error_of_range"] > 0.01
+
+
+def test_split_masks_on_fresh_trees_no_longer_name_bins(kind):
+    """d8d2749: naming every (feature, bin) mask in ``splits`` on fresh trees whose roots hold every row gave every
+    row's bin of every feature in two requests, with zero gradients.  Now a split names a place in the tree's
+    secret order of candidates: the bins come out at chance."""
+    with deployed(kind) as dep:
+        result = split_masks(dep)
+    assert "refused" not in result and result["trees"] == 6 * 31
+    assert result["bins_right"] < 0.1 and result["rows_all_bins_right"] == 0  # 1.0 and 160 on d8d2749
+
+
+def test_nodes_the_protocol_did_not_derive_are_refused(kind):
+    """Fresh node ids deeper in a tree, a node answered twice, a split of a node of an earlier level, roots of
+    rows outside the training: each refused with the fixed 'protocol' text, nothing answered."""
+    with deployed(kind) as dep:
+        client = dep.admit("fresh")
+        keys = secret_context("plain")
+        n_masks = client.open_session(keys.public_context(), 8, np.arange(100))
+
+        def node(tree, node_id, parent, rows=None, sibling=-1):
+            if rows is None:
+                return NodeQuery(node_id, parent, sibling=sibling, tree=tree)
+            layout = Layout(len(rows), n_masks, choose_block(len(rows), n_masks))
+            return NodeQuery(node_id, parent, rows=np.asarray(rows, dtype=np.int64), block=layout.block, tree=tree,
+                             gh=keys.encrypt(np.zeros(len(rows), dtype=np.uint64), layout))
+
+        for queries in ([node(0, 5, 2, np.arange(10))], [node(0, 0, -1, np.arange(90, 120))],
+                        [node(0, 0, -1, np.arange(50)), node(0, 1, 0, np.arange(20))]):
+            with pytest.raises(QueryRefusedError, match="does not follow the protocol") as info:
+                client.histograms(queries)
+            assert info.value.code == "protocol"
+        assert len(client.histograms([node(0, 0, -1, np.arange(100))])) == 1
+        for queries in ([node(0, 0, -1, np.arange(100))], [node(0, 3, 1, np.arange(10))],
+                        [node(0, 2, 0, sibling=1)]):
+            with pytest.raises(QueryRefusedError, match="does not follow the protocol"):
+                client.histograms(queries)
+        for picks in ([(0, 1, 0)], [(3, 0, 0)], [(0, 0, n_masks)]):
+            with pytest.raises(QueryRefusedError, match="does not follow the protocol"):
+                client.splits(picks)
 
 
 def test_the_party_bins_every_row_whatever_training_rows_it_is_given():

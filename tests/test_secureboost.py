@@ -158,42 +158,88 @@ def test_the_trees_of_a_multiclass_round_share_each_levels_requests():
                for (_, a), (_, b) in zip(ours, theirs))
 
 
-def test_a_passive_worker_refuses_a_node_twice_or_split_again():
-    X, y = _data(n=200)
-    spy = _Spy(PassiveWorker(X[:, 4:]))
-    _model(n_federated_trees=1, max_depth=2, purity_threshold=1.0).fit(X[:, :4], y, passive=[spy],
-                                                                        rows=np.arange(len(y)))
-    worker, known = spy.worker, spy.worker.view.trees[0].nodes
-    before = {n: rows.copy() for n, rows in known.items()}
-    with pytest.raises(ConfigError, match="tree 0: node 0 is split already"):
-        worker.splits([(0, 0, 0)])
-    leaf = max(known)  # a node of the last level, never split
-    with pytest.raises(ConfigError, match="a node is named twice in one request"):
-        worker.splits([(0, leaf, 0), (0, leaf, 1)])
-    with pytest.raises(ConfigError, match="names feature 9, this party has 4"):
-        worker.splits([(0, leaf, 0), (0, leaf - 1, 9 * 32)])
-    with pytest.raises(ConfigError, match="tree 7: node 0 was never sent to this party"):
-        worker.splits([(0, leaf, 0), (7, 0, 0)])
-    assert sorted(known) == sorted(before) and all(np.array_equal(known[n], before[n]) for n in before)
+def _opened_worker(n=100, n_bins=8, train=None):
+    from raytune_fed.crypto import Layout, choose_block, secret_context
 
-
-def test_a_derived_node_must_lie_within_its_parent_and_agree_with_what_was_sent():
-    from raytune_fed.crypto import secret_context
-    from raytune_fed.models.secureboost import NodeQuery
-
-    X, _ = _data(n=100)
+    X, _ = _data(n=n)
     worker = PassiveWorker(X[:, 4:])
     keys = secret_context("plain")
-    worker.open_session(keys.public_context(), 8, np.arange(100))
-    worker.view.tree(0).nodes.update({0: np.arange(50), 1: np.arange(40, 60)})  # node 1 leaks past its parent
-    with pytest.raises(ConfigError, match="tree 0: node 1 is not within node 0"):
-        worker.histograms([NodeQuery(2, 0, sibling=1, tree=0)])
-    assert 2 not in worker.view.tree(0).nodes
-    worker.view.tree(0).nodes.update({1: np.arange(20), 2: np.arange(20, 50)})
-    worker.histograms([NodeQuery(2, 0, sibling=1, tree=0)])  # the same rows again: a legitimate re-send
-    with pytest.raises(ConfigError, match="tree 0: node 2 was sent before with other rows"):
-        worker.histograms([NodeQuery(2, 0, sibling=2, tree=0)])  # 0 minus 2 is not what node 2 was
-    assert np.array_equal(worker.view.tree(0).nodes[2], np.arange(20, 50))
+    n_masks = worker.open_session(keys.public_context(), n_bins, np.arange(n) if train is None else train)
+
+    def node(tree, node_id, parent, rows=None, sibling=-1):
+        from raytune_fed.models.secureboost import NodeQuery
+
+        if rows is None:
+            return NodeQuery(node_id, parent, sibling=sibling, tree=tree)
+        rows = np.asarray(rows, dtype=np.int64)
+        layout = Layout(rows.size, n_masks, choose_block(rows.size, n_masks))
+        return NodeQuery(node_id, parent, rows=rows, gh=keys.encrypt(np.ones(rows.size, dtype=np.uint64), layout),
+                         block=layout.block, tree=tree)
+
+    return worker, node
+
+
+def _left_slot(worker, tree, rows):
+    """A candidate place whose split divides ``rows`` (the owner reads its own order)."""
+    member = worker.members(tree, np.asarray(rows))
+    return int(np.flatnonzero(member.any(axis=0) & ~member.all(axis=0))[0])
+
+
+def test_a_passive_worker_answers_only_what_the_protocol_derives():
+    worker, node = _opened_worker(train=np.arange(80))
+    refused = [
+        ([node(0, 1, 0, np.arange(10))], "tree 0: a new tree starts with its root alone"),
+        ([node(0, 0, -1, np.arange(10)), node(0, 1, 0, np.arange(5))], "a new tree starts with its root alone"),
+        ([node(0, 0, -1, np.arange(70, 90))], "the root holds rows outside this session's training rows"),
+    ]
+    for queries, message in refused:
+        with pytest.raises(ConfigError, match=message):
+            worker.histograms(queries)
+    assert not worker.view.trees and worker.histograms([node(0, 0, -1, np.arange(60))])  # a root of training rows
+    with pytest.raises(ConfigError, match="tree 0: node 0 was answered before"):
+        worker.histograms([node(0, 0, -1, np.arange(60))])  # no second answer of a node
+    with pytest.raises(ConfigError, match="tree 0: node 3 is not a child of a node of the tree's last level"):
+        worker.histograms([node(0, 3, 1, np.arange(5))])  # fresh node ids deeper in the tree
+    with pytest.raises(ConfigError, match="tree 0: node 1 holds rows outside node 0"):
+        worker.histograms([node(0, 1, 0, np.arange(55, 65))])
+    with pytest.raises(ConfigError, match="node 2 is derived from a sibling not sent with it"):
+        worker.histograms([node(0, 2, 0, sibling=1)])
+    # splits: a node of the last level, once, by a candidate that divides it; the request is checked whole
+    slot = _left_slot(worker, 0, np.arange(60))
+    for picks, message in [([(0, 1, slot)], "node 1 is not a node of the tree's last level"),
+                           ([(7, 0, slot)], "tree 7: node 0 is not a node of the tree's last level"),
+                           ([(0, 0, worker.n_candidates)], "split 28 names no candidate; this party has 28"),
+                           ([(0, 0, slot), (0, 0, slot)], "a node is named twice in one request")]:
+        with pytest.raises(ConfigError, match=message):
+            worker.splits(picks)
+    left = worker.splits([(0, 0, slot)])[0]
+    with pytest.raises(ConfigError, match="tree 0: node 0 is split already"):
+        worker.splits([(0, 0, slot)])
+    smaller, larger = (1, 2) if left.size <= 30 else (2, 1)
+    answered = worker.histograms([node(0, smaller, 0, worker.view.trees[0].nodes[smaller]),
+                                  node(0, larger, 0, sibling=smaller)])
+    assert len(answered) == 1 and worker._trees[0].level == {1, 2}
+    with pytest.raises(ConfigError, match="tree 0: node 0 is not a node of the tree's last level"):
+        worker.splits([(0, 0, slot)])  # the level has moved on
+
+
+def test_a_split_names_a_place_in_the_trees_secret_order_and_ties_go_to_the_lowest_bin():
+    worker, node = _opened_worker(n=200, n_bins=8)
+    rows = np.arange(200)
+    worker.histograms([node(t, 0, -1, rows) for t in range(3)])
+    orders = [worker._trees[t].slot_of for t in range(3)]
+    assert not np.array_equal(orders[0], orders[1]) and sorted(orders[0]) == list(range(worker.n_candidates))
+    bins = worker._bins
+    for t, candidate in enumerate((0, 9, 13)):  # (feature 0, bin <= 0), (1, <= 2), (1, <= 6)
+        feature, k = divmod(candidate, 7)
+        left = worker.splits([(t, 0, int(orders[t][candidate]))])[0]
+        assert np.array_equal(left, rows[bins[:, feature] <= k]) and worker._splits[(t, 0)] == (feature, k)
+    # a candidate whose split of the node equals a lower (feature, bin)'s is stored as the lower one
+    worker2, node2 = _opened_worker(n=200, n_bins=8)
+    sub = np.flatnonzero(worker2._bins[:, 0] != 3)  # bin 3 of feature 0 is empty in this node
+    worker2.histograms([node2(0, 0, -1, sub)])
+    worker2.splits([(0, 0, int(worker2._trees[0].slot_of[3]))])  # feature 0, bin <= 3: the same as bin <= 2
+    assert worker2._splits[(0, 0)] == (0, 2)
 
 
 class _Liar(_Spy):

@@ -19,11 +19,11 @@ from raytune_fed.crypto._contexts import (
     secret_context)
 from raytune_fed.crypto._counters import OPERATIONS, OpCounts, OpTimes
 from raytune_fed.crypto._fixed import GHCodec
-from raytune_fed.crypto._layout import MAX_BLOCK, POLY_DEGREE, Layout, choose_block
+from raytune_fed.crypto._layout import MAX_BLOCK, POLY_DEGREE, Layout, OneHotMasks, ThresholdMasks, choose_block
 from raytune_fed.crypto._payload import SCHEMES, Ciphertexts
 
 __all__ = [
-    "MAX_BLOCK", "OPERATIONS", "POLY_DEGREE", "REFERENCE_OP_TIMES", "SCHEMES", "Ciphertexts", "GHCodec", "Layout", "MissingSecretKeyError",
-    "OpCounts", "OpTimes", "PublicContext", "SecretContext", "calibrate", "check_scheme", "choose_block",
-    "load_public_context", "plain_mask_sums", "secret_context",
+    "MAX_BLOCK", "OPERATIONS", "POLY_DEGREE", "REFERENCE_OP_TIMES", "SCHEMES", "Ciphertexts", "GHCodec", "Layout",
+    "MissingSecretKeyError", "OneHotMasks", "OpCounts", "OpTimes", "PublicContext", "SecretContext", "ThresholdMasks",
+    "calibrate", "check_scheme", "choose_block", "load_public_context", "plain_mask_sums", "secret_context",
 ]

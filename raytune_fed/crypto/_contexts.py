@@ -25,13 +25,12 @@ import numpy as np
 
 from raytune_fed.crypto._counters import OpCounts, zero_seconds
 from raytune_fed.crypto._fixed import PLAIN_BITS
-from raytune_fed.crypto._layout import POLY_DEGREE, Layout
+from raytune_fed.crypto._layout import POLY_DEGREE, Layout, Masks, as_masks, plain_mask_sums
 from raytune_fed.crypto._payload import SCHEMES, Ciphertexts
 from raytune_fed.crypto._seal import COEFF_BITS, SealTools, tenseal
 from raytune_fed.errors import ConfigError, RaytuneFedError
 
 _MAGIC = b"raytune-fed-he/1 "
-_MODULUS = np.uint64(2 ** PLAIN_BITS - 1)
 
 
 class MissingSecretKeyError(RaytuneFedError, PermissionError):
@@ -89,9 +88,10 @@ class PublicContext(_Context):
         raise MissingSecretKeyError(f"this {self.scheme!r} context is public: it holds no secret key and cannot decrypt")
 
     @abstractmethod
-    def histogram(self, ct: Ciphertexts, mask_ids: np.ndarray, layout: Layout,
+    def histogram(self, ct: Ciphertexts, masks: Masks | np.ndarray, layout: Layout,
                   rng: np.random.Generator) -> Ciphertexts:
-        """Implemented by each concrete subclass."""
+        """Encrypted per-mask sums of the node's values ``ct``; ``masks`` says which masks each
+        instance falls into (:class:`~raytune_fed.crypto.OneHotMasks` for an array of mask ids)."""
 
 
 # ---------------------------------------------------------------------------- plain
@@ -116,30 +116,18 @@ class PlainSecretContext(SecretContext):
 class PlainPublicContext(PublicContext):
     scheme = "plain"
 
-    def histogram(self, ct: Ciphertexts, mask_ids: np.ndarray, layout: Layout,
+    def histogram(self, ct: Ciphertexts, masks: Masks | np.ndarray, layout: Layout,
                   rng: np.random.Generator) -> Ciphertexts:
         self._check(ct)
         v = np.frombuffer(ct.blobs[0], dtype=np.uint64)
-        ids = np.asarray(mask_ids)
-        sums = plain_mask_sums(v, ids, layout.n_masks)
+        masks = as_masks(masks)
+        sums = masks.sums(v, layout.n_masks)
         used = np.zeros(layout.n_groups, dtype=np.bool_)
-        used[layout.used_groups(ids)] = True
-        n_products = layout.n_products(ids)
+        used[layout.used_groups(masks)] = True
+        n_products = layout.n_products(masks)
         self.counts.products += n_products
         self.counts.additions += n_products
         return Ciphertexts.of("plain", [sums.tobytes(), used.tobytes()])
-
-
-def plain_mask_sums(v: np.ndarray, mask_ids: np.ndarray, n_masks: int) -> np.ndarray:
-    """Exact ``sum`` of packed values per mask, modulo ``2**59`` (30-bit halves summed in float64)."""
-    ids = np.asarray(mask_ids, dtype=np.int64)
-    n_features = ids.shape[1]
-    lo = (v & np.uint64(2 ** 30 - 1)).astype(np.float64)
-    hi = (v >> np.uint64(30)).astype(np.float64)
-    flat = ids.ravel()
-    lo_sum = np.bincount(flat, weights=np.repeat(lo, n_features), minlength=n_masks).astype(np.uint64)
-    hi_sum = np.bincount(flat, weights=np.repeat(hi, n_features), minlength=n_masks).astype(np.uint64)
-    return ((hi_sum << np.uint64(30)) + lo_sum) & _MODULUS
 
 
 # ---------------------------------------------------------------------------- BFV
@@ -204,11 +192,11 @@ class BFVPublicContext(PublicContext):
         self._ts = ts_context
         self._seal = SealTools(ts_context)
 
-    def histogram(self, ct: Ciphertexts, mask_ids: np.ndarray, layout: Layout,
+    def histogram(self, ct: Ciphertexts, masks: Masks | np.ndarray, layout: Layout,
                   rng: np.random.Generator) -> Ciphertexts:
         self._check(ct)
         seal, ev = self._seal, self._seal.evaluator
-        ids = np.asarray(mask_ids)
+        masks = as_masks(masks)
         t0 = time.perf_counter()
         inputs = [seal.ciphertext(blob) for blob in ct.blobs]
         for c in inputs:
@@ -217,7 +205,7 @@ class BFVPublicContext(PublicContext):
         acc: list[Any] = [None] * layout.n_groups
         tmp = seal.s.Ciphertext()
         for b, block_ct in enumerate(inputs):
-            groups, polys = layout.block_masks(ids, b)
+            groups, polys = layout.block_masks(masks, b)
             for g in groups:
                 t0 = time.perf_counter()
                 p = seal.plaintext(polys[g])

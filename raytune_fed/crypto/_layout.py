@@ -11,6 +11,11 @@ of masks are added over the node's blocks.  Every other coefficient of a result 
 shifted partial sum that would tell the active party which instances share a bin, so the
 passive party overwrites them with uniform noise before it answers.
 
+Which masks an instance falls into is a :class:`OneHotMasks` (one mask per feature: the
+instance's bin) or a :class:`ThresholdMasks` (mask "bin <= k" for every threshold ``k`` of a
+feature, in an order only the passive party knows): either way the passive party sums each
+mask's instances.
+
 The active party picks ``B`` per node (:func:`choose_block`) and tells the passive
 party.  Per node with ``n`` instances and ``M`` masks: ``ceil(n / B)`` encryptions,
 ``<= ceil(n / B) * ceil(M / R)`` products (only blocks and groups with a set mask bit),
@@ -25,10 +30,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from raytune_fed.crypto._fixed import PLAIN_BITS
 from raytune_fed.errors import ConfigError
 
 POLY_DEGREE = 8192
 MAX_BLOCK = 1024
+_MODULUS = np.uint64(2 ** PLAIN_BITS - 1)
 
 
 # an encryption (active party) costs about twice a result ciphertext (mask, serialise, decrypt)
@@ -56,6 +63,80 @@ def choose_block(n_values: int, n_masks: int, max_block: int = MAX_BLOCK, poly_d
     best = math.sqrt(_ENCRYPTION_PER_RESULT * n_values * poly_degree / n_masks)
     block = 1 << max(0, round(math.log2(max(best, 1.0))))
     return int(min(block, max_block, _next_pow2(n_values)))
+
+
+def plain_mask_sums(v: np.ndarray, mask_ids: np.ndarray, n_masks: int) -> np.ndarray:
+    """Exact ``sum`` of packed values per mask, modulo ``2**59`` (30-bit halves summed in float64)."""
+    ids = np.asarray(mask_ids, dtype=np.int64)
+    n_features = ids.shape[1]
+    lo = (v & np.uint64(2 ** 30 - 1)).astype(np.float64)
+    hi = (v >> np.uint64(30)).astype(np.float64)
+    flat = ids.ravel()
+    lo_sum = np.bincount(flat, weights=np.repeat(lo, n_features), minlength=n_masks).astype(np.uint64)
+    hi_sum = np.bincount(flat, weights=np.repeat(hi, n_features), minlength=n_masks).astype(np.uint64)
+    return ((hi_sum << np.uint64(30)) + lo_sum) & _MODULUS
+
+
+@dataclass(frozen=True)
+class OneHotMasks:
+    """``ids[j, f]``: the one mask instance ``j`` falls into for feature ``f`` (``feature * n_bins + bin``)."""
+
+    ids: np.ndarray
+
+    def touched(self, lo: int, hi: int, n_masks: int) -> np.ndarray:
+        out = np.zeros(n_masks, dtype=bool)
+        out[np.asarray(self.ids[lo:hi]).ravel()] = True
+        return out
+
+    def member(self, lo: int, hi: int, n_masks: int) -> np.ndarray:
+        ids = np.asarray(self.ids[lo:hi])
+        out = np.zeros((hi - lo, n_masks), dtype=bool)
+        out[np.repeat(np.arange(hi - lo), ids.shape[1]), ids.ravel()] = True
+        return out
+
+    def sums(self, v: np.ndarray, n_masks: int) -> np.ndarray:
+        return plain_mask_sums(v, self.ids, n_masks)
+
+
+@dataclass(frozen=True)
+class ThresholdMasks:
+    """Instance ``j`` falls into mask ``slot_of[f * (K - 1) + k]`` for every ``k`` in ``[bins[j, f], K - 2]``.
+
+    Mask "feature ``f``, threshold ``k``" sums the instances with ``bin <= k``: a split's left side.
+    ``slot_of`` is a permutation of ``range(n_features * (K - 1))``: where each threshold's sum
+    goes in the answer.
+    """
+
+    bins: np.ndarray
+    n_bins: int
+    slot_of: np.ndarray
+
+    def _flat(self, member: np.ndarray, n_masks: int) -> np.ndarray:
+        out = np.zeros(member.shape[:-2] + (n_masks,), dtype=member.dtype)
+        out[..., self.slot_of] = member.reshape(member.shape[:-2] + (-1,))
+        return out
+
+    def touched(self, lo: int, hi: int, n_masks: int) -> np.ndarray:
+        lowest = np.asarray(self.bins[lo:hi]).min(axis=0)
+        return self._flat(lowest[:, None] <= np.arange(self.n_bins - 1), n_masks)
+
+    def member(self, lo: int, hi: int, n_masks: int) -> np.ndarray:
+        return self._flat(np.asarray(self.bins[lo:hi])[:, :, None] <= np.arange(self.n_bins - 1), n_masks)
+
+    def sums(self, v: np.ndarray, n_masks: int) -> np.ndarray:
+        bins = np.asarray(self.bins, dtype=np.int64)
+        k = self.n_bins
+        per_bin = plain_mask_sums(v, bins + np.arange(bins.shape[1]) * k, bins.shape[1] * k).reshape(-1, k)
+        left = np.cumsum(per_bin, axis=1, dtype=np.uint64) & _MODULUS  # uint64 wraps modulo 2**64, a multiple
+        return self._flat(left[:, :-1], n_masks)
+
+
+Masks = OneHotMasks | ThresholdMasks
+
+
+def as_masks(masks: Masks | np.ndarray) -> Masks:
+    """``masks``, with an array of mask ids read as :class:`OneHotMasks`."""
+    return masks if isinstance(masks, (OneHotMasks, ThresholdMasks)) else OneHotMasks(np.asarray(masks))
 
 
 @dataclass(frozen=True)
@@ -93,28 +174,46 @@ class Layout:
         r = np.arange(self.masks_per_product)
         return r * self.block + self.block - 1
 
-    def block_masks(self, mask_ids: np.ndarray, b: int) -> tuple[np.ndarray, np.ndarray]:
+    def block_masks(self, masks: Masks | np.ndarray, b: int) -> tuple[np.ndarray, np.ndarray]:
         """For block ``b``: the mask groups that have set bits, and a ``(n_groups, N)`` 0/1 array.
 
-        ``mask_ids`` is ``(n_values, n_features)``: the mask (``feature * n_bins + bin``) of
-        each instance for each feature.
+        ``masks`` says which masks each instance falls into (an array of mask ids is
+        :class:`OneHotMasks`: ``(n_values, n_features)``, ``feature * n_bins + bin``).
         """
+        masks = as_masks(masks)
         lo, hi = b * self.block, min((b + 1) * self.block, self.n_values)
-        ids = np.asarray(mask_ids[lo:hi])
-        j = np.arange(hi - lo)[:, None]
-        group, slot = np.divmod(ids, self.masks_per_product)
-        polys = np.zeros((self.n_groups, self.poly_degree), dtype=np.uint64)
-        polys[group.ravel(), (slot * self.block + self.block - 1 - j).ravel()] = 1
-        return np.unique(group), polys
+        if isinstance(masks, OneHotMasks):
+            ids = np.asarray(masks.ids[lo:hi])
+            j = np.arange(hi - lo)[:, None]
+            group, slot = np.divmod(ids, self.masks_per_product)
+            polys = np.zeros((self.n_groups, self.poly_degree), dtype=np.uint64)
+            polys[group.ravel(), (slot * self.block + self.block - 1 - j).ravel()] = 1
+            return np.unique(group), polys
+        n_rows, n_slots = hi - lo, self.n_groups * self.masks_per_product
+        member = np.zeros((n_rows, n_slots), dtype=bool)
+        member[:, :self.n_masks] = masks.member(lo, hi, self.n_masks)
+        by_group = member.T.reshape(self.n_groups, self.masks_per_product, n_rows)
+        polys = np.zeros((self.n_groups, self.masks_per_product, self.block), dtype=np.uint64)
+        polys[:, :, self.block - n_rows:] = by_group[:, :, ::-1]  # instance j at coefficient r B + B - 1 - j
+        return np.flatnonzero(by_group.any(axis=(1, 2))), polys.reshape(self.n_groups, self.poly_degree)
 
-    def n_products(self, mask_ids: np.ndarray) -> int:
-        """Plaintext products a histogram of ``mask_ids`` takes (nonempty block/group pairs)."""
-        ids = np.asarray(mask_ids)
-        block_of = np.arange(self.n_values) // self.block
-        group = ids // self.masks_per_product
-        pairs = np.unique(block_of[:, None] * self.n_groups + group)
-        return int(pairs.size)
+    def _touched_groups(self, masks: Masks) -> list[np.ndarray]:
+        return [np.unique(np.flatnonzero(masks.touched(lo, min(lo + self.block, self.n_values), self.n_masks))
+                          // self.masks_per_product) for lo in range(0, self.n_values, self.block)]
 
-    def used_groups(self, mask_ids: np.ndarray) -> np.ndarray:
+    def n_products(self, masks: Masks | np.ndarray) -> int:
+        """Plaintext products a histogram of ``masks`` takes (nonempty block/group pairs)."""
+        masks = as_masks(masks)
+        if isinstance(masks, OneHotMasks):
+            ids = np.asarray(masks.ids)
+            block_of = np.arange(self.n_values) // self.block
+            group = ids // self.masks_per_product
+            return int(np.unique(block_of[:, None] * self.n_groups + group).size)
+        return int(sum(g.size for g in self._touched_groups(masks)))
+
+    def used_groups(self, masks: Masks | np.ndarray) -> np.ndarray:
         """Mask groups with at least one set bit (the others return no ciphertext)."""
-        return np.unique(np.asarray(mask_ids) // self.masks_per_product)
+        masks = as_masks(masks)
+        if isinstance(masks, OneHotMasks):
+            return np.unique(np.asarray(masks.ids) // self.masks_per_product)
+        return np.unique(np.concatenate(self._touched_groups(masks)))

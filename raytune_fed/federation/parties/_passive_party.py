@@ -9,8 +9,10 @@ and it answers with the records of :mod:`raytune_fed.federation.parties._records
 * the party's owner admits it: ``new_session`` (owner credential) issues a token, stored
   only as a hash, and writes it to the append-only ledger;
 * the active party, holding the token, sends ``open_session`` once (the public context,
-  ``n_bins``, its training row ids; a context holding a secret key is refused), then
-  ``histograms`` / ``splits`` / ``route`` / ``op_counts`` and finally ``close``;
+  ``n_bins`` up to the owner's ``max_bins``, its training row ids; a context holding a
+  secret key is refused), then ``histograms`` / ``splits`` / ``route`` / ``op_counts`` and
+  finally ``close``; the party bins all its rows and answers only the nodes and splits the
+  protocol derives (:class:`~raytune_fed.models.secureboost.PassiveWorker`);
 * ``view`` - what the party received, the attack simulation's input - is owner-only: the
   simulation plays the passive party's owner, the active party cannot ask for it.
 
@@ -45,7 +47,7 @@ MAX_TREE = 1 << 20          # tree ids
 MAX_NODE = 1 << 14          # node ids (depth <= 12: heap ids below 2^13)
 MAX_NODES = 1 << 13         # queries of one level
 MAX_BINS = 256
-MAX_MASK = 1 << 24          # feature * n_bins + bin
+MAX_MASK = 1 << 24          # a candidate split's place in a tree's order
 MAX_CONTEXT_BYTES = 1 << 28
 MAX_CIPHERTEXT_BYTES = 1 << 28
 MAX_BLOBS = 1 << 20
@@ -133,7 +135,10 @@ class PassiveParty(Party):
 
     @restricted(request={"unit": Text(max_len=200)}, answers=SessionTicket, session=False, owner=True)
     def new_session(self, _: None, unit: str) -> tuple[SessionTicket, None]:
-        """The owner admits one training (``unit`` names it in the ledger); the token is returned once."""
+        """The owner admits one training (``unit`` names it in the ledger); the token is returned once.
+
+        The session's candidate orders are drawn from the party's seed and ``unit``: a unit given twice repeats
+        them, so a deployment gives every training its own unit (a simulation may repeat one to repeat a run)."""
         with self._lock:
             if self._max_sessions is not None and len(self._sessions) >= self._max_sessions:
                 raise Refusal("budget")
@@ -172,7 +177,8 @@ class PassiveParty(Party):
     @_one_at_a_time
     def histograms(self, session: Session, queries: tuple[dict[str, Any], ...]) -> tuple[EncryptedHistograms,
                                                                                           dict[str, Any]]:
-        """Encrypted per-bin sums of each direct query (derived ones name their parent and sibling)."""
+        """Encrypted left-side sums of every candidate split for each direct query, in the tree's secret order
+        (derived ones name their parent and sibling); only nodes the protocol derives are answered."""
         worker = self._worker(session)
         nodes = []
         for q in queries:
@@ -192,7 +198,8 @@ class PassiveParty(Party):
     @restricted(request={"picks": IntArray(max_len=MAX_NODES, high=MAX_MASK, width=3)}, answers=SplitRows)
     @_one_at_a_time
     def splits(self, session: Session, picks: np.ndarray) -> tuple[SplitRows, dict[str, Any]]:
-        """The left rows of this party's winning splits ``(tree, node, mask)`` at nodes of one level it was sent."""
+        """The left rows of this party's winning splits ``(tree, node, slot)`` at nodes of each tree's last level
+        (``slot``: the candidate's place in the tree's order)."""
         if picks[:, 0].max() > MAX_TREE or picks[:, 1].max() > MAX_NODE:
             raise Refusal("malformed")
         try:

@@ -3,8 +3,9 @@
 Level by level, the trees of one boosting round together.  Every node to split gets the
 active party's plaintext histogram; a node *shared* with the passive parties also gets
 each passive party's encrypted histogram: the active party encrypts the node's packed
-gradients (node-compact: only the node's rows),
-the passive party sums them per bin, the active party decrypts.  Of two sibling nodes
+gradients (node-compact: only the node's rows), the passive party sums them over the left
+side of each of its candidate splits (in an order only it knows), the active party
+decrypts and names the winning candidate by its place.  Of two sibling nodes
 both to split, only the one with fewer rows is computed; the other is its parent's
 histogram minus it (the passive party is told the node is "parent minus sibling").
 
@@ -26,7 +27,8 @@ import numpy as np
 from raytune_fed.crypto import GHCodec, Layout, SecretContext, choose_block
 from raytune_fed.errors import ConfigError
 from raytune_fed.models.secureboost._protocol import NodeQuery, PassiveEndpoint
-from raytune_fed.models.secureboost._split import Candidate, SplitRule, best_split, leaf_value, purity
+from raytune_fed.models.secureboost._split import (
+    Candidate, SplitRule, best_left_split, best_split, leaf_value, purity)
 from raytune_fed.models.secureboost._tree import ACTIVE, Tree
 from raytune_fed.models.secureboost._view import positions_in, without
 
@@ -225,7 +227,8 @@ class TreeGrower:
             for n in g.todo:
                 best: Candidate | None = None
                 for party, (hg, hh) in sorted(n.hist.items()):
-                    cand = best_split(hg, hh, s.n_bins, n.g, n.h, s.rule, party)
+                    cand = best_split(hg, hh, s.n_bins, n.g, n.h, s.rule, party) if party == ACTIVE else \
+                        best_left_split(hg, hh, n.g, n.h, s.rule, party)
                     if cand is not None and (best is None or cand.gain > best.gain):
                         best = cand
                 row.append(best)

@@ -22,10 +22,10 @@ class NodeQuery:
     """One node of the current level of tree ``tree`` for a passive party.
 
     Either *direct* (``rows`` and their encrypted packed gradients ``gh``, ``block``
-    instances per ciphertext: the passive party returns the node's encrypted per-bin
-    sums) or *derived* (``sibling``: the node
-    is its parent minus that sibling; the active party subtracts histograms itself and
-    the passive party only learns the node's rows).
+    instances per ciphertext: the passive party returns the node's encrypted sums over the
+    left side of each of its candidate splits) or *derived* (``sibling``: the node is its
+    parent minus that sibling, sent directly in the same request; the active party
+    subtracts histograms itself and the passive party only learns the node's rows).
     """
 
     node: int

@@ -1,10 +1,13 @@
 """Split finding on integer histograms (Algorithm 1's active-party step).
 
-A party's histogram of a node is two int64 vectors over its masks ``feature * K + bin``:
-the fixed-point sums of gradients and hessians.  Cumulative sums over bins give every
-"bin <= k" split at once; the gain is XGBoost's without the 1/2 and gamma (as the CMOSB
-reference), ``GL^2/(HL+lambda) + GR^2/(HR+lambda) - G^2/(H+lambda)``.  Ties go to the
-lowest (feature, bin); children need hessian sums of at least ``min_child_weight``.
+The active party's histogram of a node is two int64 vectors over its masks ``feature * K +
+bin``: the fixed-point sums of gradients and hessians; cumulative sums over bins give every
+"bin <= k" split at once (:func:`best_split`).  A passive party answers the left sums of
+its candidate splits directly, in its own order (:func:`best_left_split`).  The gain is
+XGBoost's without the 1/2 and gamma (as the CMOSB reference),
+``GL^2/(HL+lambda) + GR^2/(HR+lambda) - G^2/(H+lambda)``.  Ties go to the lowest (feature,
+bin), or the first candidate of a passive party's order; children need hessian sums of at
+least ``min_child_weight``.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ class SplitRule:
 
 @dataclass(frozen=True)
 class Candidate:
-    """The best split of one party at one node (``mask = feature * K + bin``)."""
+    """The best split of one party at one node (``mask = feature * K + bin``, or a passive party's candidate)."""
 
     gain: float
     mask: int
@@ -33,9 +36,24 @@ class Candidate:
 
 def best_split(hist_g: np.ndarray, hist_h: np.ndarray, n_bins: int, total_g: int, total_h: int,
                rule: SplitRule, party: int) -> Candidate | None:
-    """The best valid split of a histogram, or None if no split passes the rules."""
+    """The best valid split of a per-bin histogram, or None if no split passes the rules."""
     cg = np.cumsum(np.asarray(hist_g, dtype=np.int64).reshape(-1, n_bins), axis=1)[:, :-1]
     ch = np.cumsum(np.asarray(hist_h, dtype=np.int64).reshape(-1, n_bins), axis=1)[:, :-1]
+    best = _best(cg, ch, total_g, total_h, rule)
+    if best is None:
+        return None
+    feature, k = divmod(best[1], n_bins - 1)
+    return Candidate(best[0], feature * n_bins + k, party)
+
+
+def best_left_split(left_g: np.ndarray, left_h: np.ndarray, total_g: int, total_h: int, rule: SplitRule,
+                    party: int) -> Candidate | None:
+    """The best valid split among candidates given by their left sums (``mask``: the candidate's index)."""
+    best = _best(np.asarray(left_g, dtype=np.int64), np.asarray(left_h, dtype=np.int64), total_g, total_h, rule)
+    return None if best is None else Candidate(best[0], best[1], party)
+
+
+def _best(cg: np.ndarray, ch: np.ndarray, total_g: int, total_h: int, rule: SplitRule) -> tuple[float, int] | None:
     if cg.size == 0:
         return None
     s, lam = rule.scale, rule.reg_lambda
@@ -49,8 +67,7 @@ def best_split(hist_g: np.ndarray, hist_h: np.ndarray, n_bins: int, total_g: int
     best = float(gain.ravel()[flat])
     if not best > rule.min_split_gain:
         return None
-    feature, k = divmod(flat, n_bins - 1)
-    return Candidate(best, feature * n_bins + k, party)
+    return best, flat
 
 
 def leaf_value(total_g: int, total_h: int, rule: SplitRule, learning_rate: float) -> float:

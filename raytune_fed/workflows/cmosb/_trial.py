@@ -13,6 +13,8 @@ objectives plus the operation counts and seconds.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import secrets
 import time
 import uuid
@@ -74,10 +76,12 @@ def trainable(config: dict, parties: Parties) -> dict[str, Any]:
 
     params = {**trial_params(config), "he": parties.he, "op_times": parties.op_times,
               "random_state": seed_int(derive(parties.seed, "model"))}
-    # a session id is single-use at the active party: a retried trial gets a new one (it does not seed anything
-    # the answers depend on: the passive party's masks cancel in what the active party decrypts)
+    # a session id is single-use at the active party: a retried trial gets a new one.  The passive party draws
+    # each tree's candidate order from the unit it admits a training for, so the unit names the training's
+    # parameters: the same configuration grows the same trees in every run and retry
     session = f"{tune.get_context().get_trial_id()}-{uuid.uuid4().hex[:8]}"
-    passive = PassiveClient.admit(parties.passive, owner=parties.passive_owner, unit=session)
+    unit = "cmosb-" + hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:20]
+    passive = PassiveClient.admit(parties.passive, owner=parties.passive_owner, unit=unit)
     report = ray.get(parties.active.train.remote(session, params, [passive]))
     view = passive.view(owner=parties.passive_owner)
     passive.close()
