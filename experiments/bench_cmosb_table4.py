@@ -57,7 +57,7 @@ def main() -> None:
                                  n_sample=args.attack_sample).check()
         start = time.perf_counter()
         frame = run_cmosb(settings, Path(args.work) / dataset, num_cpus=args.num_cpus)
-        # results.parquet, summary.json, report.md and the Figures 6-9 PNGs beside the Tune runs
+        # results.parquet, summary.json, index.html / index.md and the Figures 6-10 PNGs beside the Tune runs
         summary = write_outputs(frame, Path(args.work) / dataset)["datasets"][dataset]
         recorded = json.loads((Path(args.work) / dataset / "settings.json").read_text())
         out["datasets"][dataset] = {

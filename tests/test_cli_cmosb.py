@@ -35,7 +35,7 @@ def test_a_tiny_run_writes_results_summary_and_report_and_resumes(ray_session, t
     assert len(summary["datasets"]["synthetic1"]["cmosb_hypervolume_by_generation"]) == 1
     assert sorted(frame[frame.method == "cmosb"].generation) == [0, 0]
     assert {"pareto3d_synthetic1.png", "pareto2d_synthetic1.png", "hypervolume_by_generation_synthetic1.png",
-            "report.html", "report.md"} <= \
+            "index.html", "index.md"} <= \
         {p.name for p in out.iterdir()}
     assert "cmosb: 2/2 trials" in first.err and "CMOSB" in first.out
 

@@ -89,10 +89,13 @@ def test_tables_are_means_over_replications():
 
 def test_report_page_holds_every_table_and_a_figure_per_dataset(tmp_path):
     page = write_report(tmp_path, _frame())
-    text = page.read_text()
+    assert page == tmp_path / "index.html"
+    text = (tmp_path / "index.md").read_text()
     for title in ("Table 2", "Table 4", "Table 5", "Table 6", "Figures 3-5"):
-        assert title in text
+        assert title in text and title in page.read_text()
     assert "| d | 0.1 | 85.00 ± 7.07 | 65.00 ± 7.07 | 50.00 ± 0.00 |" in text
+    main_name = "ode-ipm-selfpaced"  # the main ODE variant has one name in every table and the figure
+    assert "ode-ipm |" not in text and "| ode |" not in text and text.count(main_name) >= 3
     assert (tmp_path / "auc_vs_c_d.png").stat().st_size > 1000
     with pytest.raises(ConfigError, match="no results.parquet in"):
         write_report(tmp_path / "empty")

@@ -60,12 +60,13 @@ def grid_report(tmp_path_factory):
     out = tmp_path_factory.mktemp("out")
     frame = _grid_frame()
     frame.to_parquet(out / "results.parquet", index=False)
-    return out, frame, build_report(out)
+    build_report(out)
+    return out, frame, out / "index.md"
 
 
 def test_report_writes_valid_figures(grid_report):
     out, _, page = grid_report
-    assert page == out / "index.md"
+    assert build_report(out) == out / "index.html"
     for name in ("hypervolume", "winloss", "front"):
         _assert_png(out / f"{name}.png")
     assert not (out / "sites.png").exists()
@@ -107,7 +108,7 @@ def test_index_html_is_self_contained(grid_report):
     assert page.count('src="data:image/png;base64,') == 3
     assert "http" not in page
     for name in (*PAPER_ORDER, *LEARNERS):
-        assert f"<td>{name}</td>" in page or f"<th>{name}</th>" in page or f"{name} (n=" in page
+        assert f'<td class="txt">{name}</td>' in page or f"<th>{name}</th>" in page or f"{name} (n=" in page
 
 
 def _tiny_frame() -> pd.DataFrame:
@@ -118,8 +119,8 @@ def _tiny_frame() -> pd.DataFrame:
 
 
 def test_win_loss_known_answer(tmp_path):
-    page = build_report(tmp_path, frame=_tiny_frame())
-    wins = _md_table(page.read_text(), "Wins and losses")
+    build_report(tmp_path, frame=_tiny_frame())
+    wins = _md_table((tmp_path / "index.md").read_text(), "Wins and losses")
     assert wins == {"": ["lso", "fmo"], "lso": ["-", "0.5"], "fmo": ["2.5", "-"]}
     assert not (tmp_path / "front.png").exists()  # no loss columns: no front figure
     _assert_png(tmp_path / "winloss.png")
@@ -150,17 +151,18 @@ def _sites(n_per_site: int, n_features: int, seed: int = 0):
 
 
 def test_sites_figure_with_tsne(tmp_path):
-    page = build_report(tmp_path, frame=_tiny_frame(), sites=_sites(40, 30))
+    build_report(tmp_path, frame=_tiny_frame(), sites=_sites(40, 30))
     _assert_png(tmp_path / "sites.png")
-    text = page.read_text()
+    text = (tmp_path / "index.md").read_text()
     assert "](sites.png)" in text and "t-SNE of the first 30 principal components of all 120 rows" in text
 
 
 def test_many_rows_are_embedded_by_pca_of_a_seeded_subsample(tmp_path):
     sites = _sites(1100, 5)
-    first = build_report(tmp_path / "a", frame=_tiny_frame(), sites=sites, seed=3)
-    again = build_report(tmp_path / "b", frame=_tiny_frame(), sites=sites, seed=3)
-    assert "first two principal components of a random subsample of 3000 of the 3300 rows" in first.read_text()
+    build_report(tmp_path / "a", frame=_tiny_frame(), sites=sites, seed=3)
+    build_report(tmp_path / "b", frame=_tiny_frame(), sites=sites, seed=3)
+    assert "first two principal components of a random subsample of 3000 of the 3300 rows" in \
+        (tmp_path / "a" / "index.md").read_text()
     assert (tmp_path / "a" / "sites.png").read_bytes() == (tmp_path / "b" / "sites.png").read_bytes()
 
 

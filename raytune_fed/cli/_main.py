@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import signal
 import sys
 import threading
@@ -44,7 +45,9 @@ def _say(message: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     from raytune_fed.grid import GridIncompleteError
 
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    args.command_line = "raytune-fed " + shlex.join(argv)   # shown on the run's report page
     in_main = threading.current_thread() is threading.main_thread()
     _TERMINATED.clear()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main else None

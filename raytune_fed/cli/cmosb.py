@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> None:
                              constraint_handling=args.constraint_handling, bo_batch=args.bo_batch,
                              op_times=_op_times(args.op_times)).check()
     frame = run_cmosb(settings, args.out, address=args.address, num_cpus=args.num_cpus)
-    summary = write_outputs(frame, args.out, settings.constraints)
+    summary = write_outputs(frame, args.out, settings.constraints, command=getattr(args, "command_line", None))
     print(format_summary(summary))
     out = Path(args.out)
-    print(f"results: {out / 'results.parquet'}, {out / 'summary.json'}; report: {out / 'report.html'}")
+    print(f"results: {out / 'results.parquet'}, {out / 'summary.json'}; report: {out / 'index.html'}")

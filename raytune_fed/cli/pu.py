@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("pu", help="run (or resume) a PU model-selection grid (ODE and baselines)",
                        description="Positive-unlabelled model selection (ODE, Wei et al. 2022): every dataset x "
                                    "label frequency c x method x replication. Writes results.parquet, summary.json "
-                                   "and index.md with the paper's Tables 2, 4, 5, 6 and Figures 3-5.",
+                                   "and the report page (index.html, index.md) with the paper's Tables 2, 4, 5, 6 and Figures 3-5.",
                        epilog=GRID_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", type=csv, default=("twonorm",),
                    help="comma-separated dataset names, openml:<name|id>, or CSV/Parquet paths (default: twonorm)")
@@ -64,5 +64,5 @@ def run(args: argparse.Namespace) -> None:
     table = frame.groupby(["dataset", "c", "variant"], sort=False)["test_auc"].agg(["mean", "std", "count"])
     print((table * [100, 100, 1]).round(2).to_string())
     if not args.no_report:
-        print(f"report: {write_report(args.out, frame)}")
+        print(f"report: {write_report(args.out, frame, command=args.command_line)}")
     print(f"results: {Path(args.out) / 'results.parquet'}, {Path(args.out) / 'summary.json'}")

@@ -84,5 +84,5 @@ def _run(args: argparse.Namespace, settings, learners, n_reps, n_pairs, *, repor
                      **grid_options(args))
     print(format_summary(summarize(frame)))
     if report:
-        print(f"report: {write_report(args.out, settings)}")
+        print(f"report: {write_report(args.out, settings, command=args.command_line)}")
     print(f"results: {Path(args.out) / 'results.parquet'}, {Path(args.out) / 'summary.json'}")

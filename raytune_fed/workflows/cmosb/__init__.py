@@ -3,7 +3,8 @@
 :func:`evaluate` measures the three objectives of one configuration in-process;
 :func:`run_cmosb` compares CMOSB (:class:`~raytune_fed.search.NSGA2Search`) with the ES, GS
 and BO baselines as ``tune.Tuner`` runs whose trials train on party actors;
-:func:`write_outputs` writes ``results.parquet``, ``summary.json`` (Table IV) and the report.
+:func:`write_outputs` writes ``results.parquet``, ``summary.json`` (Table IV) and the report page
+(:func:`write_report`, through :mod:`raytune_fed.report`).
 Ray is imported only when the Tune parts are used.
 """
 
@@ -12,12 +13,13 @@ from raytune_fed.workflows.cmosb._objectives import (
     OBJECTIVES, PARAMETERS, Evaluation, evaluate, search_space)
 from raytune_fed.workflows.cmosb._summary import (feasible, format_summary, hypervolume_by_generation, normalise,
                                                   summarize, write_outputs)
+from raytune_fed.workflows.cmosb._report import front_figures, generation_figures, write_report
 from raytune_fed.workflows.cmosb._tasks import SENSORLESS_OPENML, TASKS, VerticalTask, load_task
 
 __all__ = ["BASELINES", "ES_PRESETS", "METHODS", "OBJECTIVES", "PARAMETERS", "SENSORLESS_OPENML", "TASKS",
            "CMOSBSettings", "Evaluation", "VerticalTask", "evaluate", "feasible", "format_summary", "grid_values",
            "hypervolume_by_generation", "load_task", "method_runs", "normalise", "run_cmosb", "search_space",
-           "summarize", "write_outputs"]
+           "summarize", "write_outputs", "front_figures", "generation_figures", "write_report"]
 
 
 def __getattr__(name: str):

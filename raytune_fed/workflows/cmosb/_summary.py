@@ -13,7 +13,6 @@ the searcher's own record).
 
 from __future__ import annotations
 
-import html
 import json
 from pathlib import Path
 from typing import Any, Mapping
@@ -116,108 +115,14 @@ def format_summary(summary: Mapping[str, Any]) -> str:
 
 
 def write_outputs(frame: pd.DataFrame, out: str | Path,
-                  constraints: Mapping[str, tuple[str, float]] | None = None) -> dict[str, Any]:
-    """``results.parquet``, ``summary.json``, the PNG plots and ``report.md`` / ``report.html``."""
+                  constraints: Mapping[str, tuple[str, float]] | None = None, *,
+                  command: str | None = None) -> dict[str, Any]:
+    """``results.parquet``, ``summary.json`` and the report page (``index.html``, ``index.md``, PNGs)."""
+    from raytune_fed.workflows.cmosb._report import write_report
+
     out = Path(out)
     summary = summarize(frame, constraints)
     frame.to_parquet(out / "results.parquet")
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    figures = plot_fronts(frame, out, constraints) + plot_generations(summary, out)
-    _write_report(summary, figures, out)
+    write_report(out, frame, constraints or {}, summary=summary, command=command)
     return summary
-
-
-def plot_fronts(frame: pd.DataFrame, out: Path, constraints: Mapping[str, tuple[str, float]] | None = None
-                ) -> list[str]:
-    """Figure 6/7 (3-D, normalised objectives) and 8/9 (2-D projections with fronts) per dataset, as PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    scaled = normalise(frame)
-    ok = feasible(frame, dict(constraints or {}))
-    names = []
-    for dataset, rows in scaled.groupby("dataset"):
-        fig = plt.figure(figsize=(6, 5))
-        ax = fig.add_subplot(projection="3d")
-        for method, m in rows.groupby("method", sort=False):
-            ax.scatter(*(m[o] for o in OBJECTIVES), s=12, c=COLOURS.get(method), label=LABELS.get(method, method))
-        ax.set_xlabel("utility loss")
-        ax.set_ylabel("training cost")
-        ax.set_zlabel("privacy leakage")
-        ax.legend()
-        ax.set_title(f"{dataset}: evaluated configurations (normalised)")
-        names.append(_save(fig, out, f"pareto3d_{dataset}.png", plt))
-        fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-        for ax, other in zip(axes, ("training_cost", "privacy_leakage")):
-            for method, m in rows.groupby("method", sort=False):
-                colour = COLOURS.get(method)
-                ax.scatter(m["utility_loss"], m[other], s=10, alpha=0.4, c=colour)
-                kept = m[ok[m.index]]
-                pts = kept[["utility_loss", other]].to_numpy(dtype=float)
-                front = pts[pareto_mask(pts)] if len(pts) else pts
-                front = front[np.argsort(front[:, 0])]
-                ax.step(front[:, 0], front[:, 1], where="post", c=colour, label=LABELS.get(method, method))
-            ax.set_xlabel("utility loss (normalised)")
-            ax.set_ylabel(f"{other.replace('_', ' ')} (normalised)")
-            ax.legend()
-        fig.suptitle(f"{dataset}: fronts of each method")
-        names.append(_save(fig, out, f"pareto2d_{dataset}.png", plt))
-    return names
-
-
-def plot_generations(summary: Mapping[str, Any], out: Path) -> list[str]:
-    """Figure 10: CMOSB's hypervolume (feasible rows) after each generation, per dataset: all so far and population."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    names = []
-    for dataset, d in summary["datasets"].items():
-        curve = d.get("cmosb_hypervolume_by_generation") or []
-        if not curve:
-            continue
-        fig, ax = plt.subplots(figsize=(5, 3.5))
-        ax.plot(range(1, len(curve) + 1), curve, marker="o", c=COLOURS["cmosb"], label="all evaluated so far")
-        population = d.get("cmosb_population_hypervolume_by_generation") or []
-        if population:
-            ax.plot(range(1, len(population) + 1), population, marker=".", ls="--", c=COLOURS["cmosb"],
-                    label="current population")
-            ax.legend()
-        ax.set_xlabel("generation")
-        ax.set_ylabel("hypervolume (normalised)")
-        ax.set_title(f"{dataset}: CMOSB by generation")
-        names.append(_save(fig, out, f"hypervolume_by_generation_{dataset}.png", plt))
-    return names
-
-
-def _save(fig: Any, out: Path, name: str, plt: Any) -> str:
-    fig.tight_layout()
-    fig.savefig(out / name, dpi=110)
-    plt.close(fig)
-    return name
-
-
-def _write_report(summary: Mapping[str, Any], figures: list[str], out: Path) -> None:
-    md = ["# CMOSB comparison", "", "Hypervolume on objectives normalised per dataset (Table IV).", ""]
-    body = ["<h1>CMOSB comparison</h1>", "<p>Hypervolume on objectives normalised per dataset (Table IV).</p>"]
-    for dataset, d in summary["datasets"].items():
-        md += [f"## {dataset}", "", "| method | hypervolume | evaluated | feasible | on the front |",
-               "| --- | ---: | ---: | ---: | ---: |"]
-        body.append(f"<h2>{html.escape(dataset)}</h2><table><tr><th>method</th><th>hypervolume</th>"
-                    f"<th>evaluated</th><th>feasible</th><th>on the front</th></tr>")
-        for method, m in d["methods"].items():
-            cells = (LABELS.get(method, method), f"{m['hypervolume']:.3f}", m["n_evaluated"], m["n_feasible"],
-                     len(m["front"]))
-            md.append("| " + " | ".join(str(c) for c in cells) + " |")
-            body.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
-        body.append("</table>")
-        md.append("")
-    for name in figures:
-        md += [f"![{name}]({name})", ""]
-        body.append(f'<p><img src="{html.escape(name)}" alt="{html.escape(name)}"></p>')
-    (out / "report.md").write_text("\n".join(md))
-    (out / "report.html").write_text("<!doctype html><html><head><meta charset='utf-8'><title>CMOSB comparison"
-                                     "</title></head><body>" + "\n".join(body) + "</body></html>\n")

@@ -1,20 +1,22 @@
-"""The report of a PU grid: the paper's Tables 2, 4, 5, 6 and Figures 3-5 for our results, one Markdown page.
+"""The report of a PU grid: the paper's Tables 2, 4, 5, 6 and Figures 3-5 for our results, one page.
 
 ``write_report`` reads ``results.parquet``, recomputes the tables with
-:func:`~raytune_fed.workflows.pu._summary.summarize` and writes ``index.md`` with one PNG
-per dataset (test AUC against c per method, the paper's Figures 3-5).  Test AUC is in
-percent, as in the paper.  Pure pandas/matplotlib: no Ray.
+:func:`~raytune_fed.workflows.pu._summary.summarize` and renders them through the one
+report layer (:mod:`raytune_fed.report`: ``index.html`` with embedded figures, ``index.md``
+and one PNG per dataset: test AUC against c per method, the paper's Figures 3-5).  Test AUC
+is in percent, as in the paper.  The main ODE variant carries one name everywhere (its
+variant label, e.g. ``ode-ipm-selfpaced``).  Pure pandas/matplotlib: no Ray.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from raytune_fed.errors import ConfigError
-from raytune_fed.store import write_atomic
 from raytune_fed.workflows.pu._summary import main_variant, summarize
 
 _REQUIRED = ("dataset", "c", "method", "variant", "test_auc", "seconds")
@@ -25,55 +27,81 @@ def _cell(r: dict[str, Any], digits: int = 2) -> str:
     return f"{r['mean']:.{digits}f}{sd}"
 
 
-def _markdown_table(rows: list[dict[str, Any]], column: str, title: str, digits: int = 2) -> list[str]:
-    """Rows dataset x c, one column per value of ``column``."""
-    if not rows:
-        return []
-    columns = list(dict.fromkeys(str(r[column]) for r in rows))
+def _variant_name(main: dict[str, Any] | None, evaluator: str | None = None) -> str:
+    """The label the grid gives an ODE variant (as in results.parquet's ``variant`` column)."""
+    if main is None:
+        return "ode"
+    evaluator = evaluator or main["evaluator"]
+    return f"ode-{evaluator}-{main['schedule']}" + ("" if main["control_variate"] else "-nocv")
+
+
+def _table(rows: list[dict[str, Any]], column: str, rename: dict[str, str] | None = None,
+           digits: int = 2) -> tuple[list[str], list[list[str]]]:
+    """Rows dataset x c, one column per value of ``column`` (renamed by ``rename``)."""
+    rename = rename or {}
+    name = lambda value: rename.get(str(value), str(value))  # noqa: E731
+    columns = list(dict.fromkeys(name(r[column]) for r in rows))
     keys = list(dict.fromkeys((r["dataset"], r["c"]) for r in rows))
-    cells = {(r["dataset"], r["c"], str(r[column])): _cell(r, digits) for r in rows}
-    lines = [f"### {title}", "", "| dataset | c | " + " | ".join(columns) + " |",
-             "|---|---|" + "---|" * len(columns)]
-    for dataset, c in keys:
-        lines.append(f"| {dataset} | {c:g} | " + " | ".join(cells.get((dataset, c, col), "") for col in columns)
-                     + " |")
-    return lines + [""]
+    cells = {(r["dataset"], r["c"], name(r[column])): _cell(r, digits) for r in rows}
+    return (["dataset", "c", *columns],
+            [[dataset, f"{c:g}", *(cells.get((dataset, c, col), "") for col in columns)] for dataset, c in keys])
 
 
-def _figures(frame: pd.DataFrame, out_dir: Path) -> list[str]:
+def _figures(frame: pd.DataFrame, main: dict[str, Any] | None) -> list[tuple[str, Any]]:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    main = main_variant(frame)
+    from raytune_fed.report import plots
+
     keep = frame["method"] != "ode"
     if main is not None:
         keep |= ((frame["method"] == "ode") & (frame["schedule"] == main["schedule"])
                  & (frame["control_variate"] == main["control_variate"]))
     shown = frame[keep]
-    names = []
+    figures = []
     for dataset, rows in shown.groupby("dataset", sort=False):
-        fig, ax = plt.subplots(figsize=(5.5, 3.8))
+        fig, ax = plt.subplots(figsize=(6.2, 4.0))
+        values = []
         for variant, part in rows.groupby("variant", sort=False):
-            stats = part.groupby("c")["test_auc"].agg(["mean", "std"]).sort_index() * 100
-            ax.errorbar(stats.index, stats["mean"], yerr=stats["std"].fillna(0), marker="o", capsize=3, label=variant)
+            stats = part.groupby("c")["test_auc"].agg(["mean", "std", "count"]).sort_index()
+            stats[["mean", "std"]] *= 100
+            values += [*(stats["mean"] - stats["std"].fillna(0)), *(stats["mean"] + stats["std"].fillna(0))]
+            ax.errorbar(stats.index, stats["mean"], yerr=stats["std"].fillna(0), marker="o", capsize=3,
+                        label=variant)
+        cs = sorted(rows["c"].unique())
         ax.set_xscale("log")
+        ax.set_xticks(cs, [f"{c:g}" for c in cs])
+        ax.minorticks_off()
+        plots.fit_axis(ax, values, "y", floor=0.0, ceiling=100.5)
         ax.set_xlabel("label frequency c")
         ax.set_ylabel("test AUC (%)")
         ax.set_title(f"{dataset}: test AUC against c")
-        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="best")
         fig.tight_layout()
-        name = f"auc_vs_c_{dataset}.png"
+        figures.append((f"auc_vs_c_{dataset}", fig))
+    return figures
+
+
+def _settings(frame: pd.DataFrame, out_dir: Path) -> dict[str, Any]:
+    stored = out_dir / "settings.json"
+    if stored.is_file():
         try:
-            write_atomic(out_dir / name, lambda p: fig.savefig(p, format="png", dpi=100))
-        finally:
-            plt.close(fig)
-        names.append(name)
-    return names
+            data = json.loads(stored.read_text())
+            if isinstance(data, dict):
+                return data
+        except ValueError:
+            pass
+    return {"datasets": list(dict.fromkeys(frame["dataset"])), "c": sorted(float(c) for c in frame["c"].unique()),
+            "methods": list(dict.fromkeys(frame["variant"])),
+            "replications": int(frame.groupby(["dataset", "c", "variant"]).size().max())}
 
 
-def write_report(out_dir: str | Path, frame: pd.DataFrame | None = None) -> Path:
-    """Write ``index.md`` and the figures of a PU grid under ``out_dir``; return the ``index.md`` path."""
+def write_report(out_dir: str | Path, frame: pd.DataFrame | None = None, *, command: str | None = None) -> Path:
+    """Write the page and figures of a PU grid under ``out_dir``; return the ``index.html`` path."""
+    from raytune_fed.report import Page, write_page
+
     out_dir = Path(out_dir)
     if frame is None:
         path = out_dir / "results.parquet"
@@ -85,29 +113,34 @@ def write_report(out_dir: str | Path, frame: pd.DataFrame | None = None) -> Path
         raise ConfigError(f"{out_dir}/results.parquet is not a PU grid's results: columns {missing} are missing")
     tables = summarize(frame)["tables"]
     main = tables["main_variant"]
-    lines = ["# PU model selection report", "",
-             f"{len(frame)} cells: datasets {', '.join(dict.fromkeys(frame['dataset']))}; c "
-             f"{', '.join(f'{c:g}' for c in sorted(frame['c'].unique()))}; "
-             f"{frame.groupby(['dataset', 'c', 'variant']).size().max()} replication(s). Test AUC in percent, "
-             "mean ± sd over replications.", ""]
+    ode_names = {}
     if main is not None:
-        lines += [f"Main ODE variant: evaluator {main['evaluator']}, schedule {main['schedule']}, control variate "
-                  f"{'on' if main['control_variate'] else 'off'}.", ""]
-    lines += _markdown_table(tables["table2_test_auc"], "column", "Table 2: test AUC per method (ODE with IPM_PU "
-                                                                  "and/or AUC_PU, and the baselines)")
-    lines += _markdown_table(tables.get("table4_schedules", []), "schedule", "Table 4: ODE's pruning schedules")
+        ode_names = {f"ode-{e}": _variant_name(main, e) for e in dict.fromkeys(frame.loc[frame["method"] == "ode",
+                                                                                         "evaluator"])}
+        ode_names["ode"] = _variant_name(main)
+    page = Page("PU model selection report", "pu", settings=_settings(frame, out_dir), command=command,
+                intro=f"{len(frame)} cells: datasets {', '.join(dict.fromkeys(frame['dataset']))}; c "
+                      f"{', '.join(f'{c:g}' for c in sorted(frame['c'].unique()))}; "
+                      f"{frame.groupby(['dataset', 'c', 'variant']).size().max()} replication(s). Test AUC in "
+                      "percent, mean ± sd over replications.")
+    if main is not None:
+        page.text(f"Main ODE variant: {_variant_name(main)} (evaluator {main['evaluator']}, schedule "
+                  f"{main['schedule']}, control variate {'on' if main['control_variate'] else 'off'}).")
+    page.section("Table 2: test AUC per method").table(*_table(tables["table2_test_auc"], "column", ode_names))
+    if tables.get("table4_schedules"):
+        page.section("Table 4: ODE's pruning schedules").table(*_table(tables["table4_schedules"], "schedule"))
     if "table5_control_variate" in tables:
-        lines += _markdown_table(tables["table5_control_variate"], "control_variate",
-                                 f"Table 5: ODE with (True) and without (False) the control variate, "
-                                 f"{tables['table5_schedule']} schedule")
-    lines += _markdown_table(tables.get("table6_seconds", []), "column", "Table 6: seconds per cell (training, "
-                                                                         "selection and the final fit)")
-    ratios = [{**r, "mean": r["ratio"]} for r in tables.get("table6_ratio_to_ode", [])]
-    lines += _markdown_table(ratios, "column", "Table 6 (ratios): seconds relative to ODE")
-    figures = _figures(frame, out_dir)
+        page.section(f"Table 5: ODE with and without the control variate, {tables['table5_schedule']} schedule")
+        page.table(*_table(tables["table5_control_variate"], "control_variate", {"True": "with", "False": "without"}))
+    if tables.get("table6_seconds"):
+        page.section("Table 6: seconds per cell (training, selection and the final fit)")
+        page.table(*_table(tables["table6_seconds"], "column", ode_names))
+        ratios = [{**r, "mean": r["ratio"]} for r in tables.get("table6_ratio_to_ode", [])]
+        if ratios:
+            page.text("Seconds relative to ODE:").table(*_table(ratios, "column", ode_names))
+    figures = _figures(frame, main)
     if figures:
-        lines += ["### Figures 3-5: test AUC against the label frequency c", ""]
-        lines += [f"![{name}]({name})" for name in figures] + [""]
-    page = out_dir / "index.md"
-    write_atomic(page, lambda p: Path(p).write_text("\n".join(lines), encoding="utf-8"))
-    return page
+        page.section("Figures 3-5: test AUC against the label frequency c")
+        for name, fig in figures:
+            page.figure(name, fig, "Mean test AUC over replications per method, bars one sd; higher is better.")
+    return write_page(out_dir, page)

@@ -1,15 +1,13 @@
 """The report of one RFMS grid: the paper's figures 1 and 3-6 for our results, one page.
 
 ``build_report`` reads ``results.parquet`` (one row per experiment x method), recomputes
-everything from it (mean/sd hypervolume, win/loss counts) and writes PNG figures plus
-``index.md`` and a self-contained ``index.html`` next to it.  Pure pandas/matplotlib/
-scikit-learn: no Ray.
+everything from it (mean/sd hypervolume, win/loss counts) and renders the page through the
+one report layer (:mod:`raytune_fed.report`: ``index.html`` with embedded figures,
+``index.md`` and the PNGs beside it).  Pure pandas/matplotlib/scikit-learn: no Ray.
 """
 
 from __future__ import annotations
 
-import base64
-import html
 import json
 from pathlib import Path
 from typing import Any, Sequence
@@ -20,16 +18,15 @@ import pandas as pd
 from raytune_fed.errors import ConfigError
 from raytune_fed.metrics import win_loss_matrix
 from raytune_fed.workflows.rfms._methods import METHODS
-from raytune_fed.store import write_atomic
 
 REQUIRED_COLUMNS = ("dataset", "split", "learner", "method", "experiment", "hypervolume")
 _FRONT_COLUMNS = ("curator_outbag", "lockbox_loss")
 _TSNE_MAX_ROWS = 3000
 
 _HOW_TO_READ = {  # after the paper's captions and section 5.4
-    "hypervolume": "One panel per learner (paper figures 3 and 5). Each box is the dominated hypervolume (equation 1: "
-                   "openbox out-of-bag, mean curator out-of-bag and lockbox loss of the selected configurations) of "
-                   "one method over all experiments; line: median, triangle: mean. Higher is better.",
+    "hypervolume": "One panel per learner (paper figures 3 and 5). Each column is the dominated hypervolume "
+                   "(equation 1: openbox out-of-bag, mean curator out-of-bag and lockbox loss of the selected "
+                   "configurations) of one method over all experiments. Higher is better.",
     "winloss": "As paper figures 4 and 6, the horizontal axis is the winner and the vertical axis the loser. A cell "
                "counts the experiments in which the winner's hypervolume beat the loser's (a tie counts 0.5), so the "
                "two cells of a pair add up to the experiments both ran; a method whose column cells exceed half of "
@@ -43,12 +40,16 @@ _HOW_TO_READ = {  # after the paper's captions and section 5.4
 
 
 def build_report(out_dir: str | Path, *, frame: pd.DataFrame | None = None,
-                 sites: tuple[np.ndarray, np.ndarray, tuple[str, ...]] | None = None, seed: int = 0) -> Path:
-    """Write the figures, ``index.md`` and ``index.html`` of an RFMS grid; return the ``index.md`` path.
+                 sites: tuple[np.ndarray, np.ndarray, tuple[str, ...]] | None = None, seed: int = 0,
+                 command: str | None = None) -> Path:
+    """Write the figures, ``index.html`` and ``index.md`` of an RFMS grid; return the ``index.html`` path.
 
     ``frame`` defaults to ``out_dir/results.parquet``.  ``sites=(X, site_of_row, site_names)``
     adds the site embedding (t-SNE up to 3000 rows, else PCA of a subsample drawn with ``seed``).
+    ``command`` is the command line that made the run (kept with it; see :func:`raytune_fed.report.write_page`).
     """
+    from raytune_fed.report import Page, plots, write_page
+
     out_dir = Path(out_dir)
     frame = _check_frame(out_dir, frame)
     embedding = _embed_sites(sites, seed) if sites is not None else None
@@ -64,45 +65,50 @@ def build_report(out_dir: str | Path, *, frame: pd.DataFrame | None = None,
     title = f"RFMS report: dataset {dataset}, split {split}"
     wins = (win_loss_matrix(frame.pivot(index="experiment", columns="method", values="hypervolume")
                             .reindex(columns=methods)).loc[methods, methods] if len(methods) > 1 else None)
-    figures = {"hypervolume": lambda: _plot_hypervolume(plt, frame, methods, learners, colours, title)}
-    if wins is not None:
-        figures["winloss"] = lambda: win_loss_figure(wins, n_experiments)
-    if all(c in frame.columns for c in _FRONT_COLUMNS):
-        figures["front"] = lambda: _plot_front(plt, frame, methods, learners, colours)
-    if embedding is not None:
-        figures["sites"] = lambda: _plot_sites(plt, *embedding)
-    for name, draw in figures.items():
-        fig = draw()
-        try:
-            write_atomic(out_dir / f"{name}.png", lambda p: fig.savefig(p, format="png", dpi=110))
-        finally:
-            plt.close(fig)
-
     stats = frame.groupby(["learner", "method"])["hypervolume"].agg(["mean", "std"])
     n_per_learner = frame.groupby("learner")["experiment"].nunique()
-    blocks: list[tuple[Any, ...]] = [
-        ("h1", title),
-        ("p", f"{n_experiments} experiments (openbox x lockbox x replication x learner), "
-              f"{len(frame)} result rows. Learners: {', '.join(learners)}. Methods: {', '.join(methods)}."),
-        *_section("Dominated hypervolume", "hypervolume", (
-            "p", "Mean (sd) hypervolume over experiments; n is the number of experiments per learner."), (
-            "table", ["method", *[f"{lr} (n={n_per_learner[lr]})" for lr in learners]],
-            [[m, *[_mean_sd(stats, lr, m) for lr in learners]] for m in methods]))]
+    groups = [frame.loc[(frame["learner"] == lr) & (frame["method"] == m), "hypervolume"]
+              for lr in learners for m in methods]
+    page = Page(title, "rfms", settings=_settings_of(frame), command=command,
+                intro=f"{n_experiments} experiments (openbox x lockbox x replication x learner), {len(frame)} "
+                      f"result rows. Learners: {', '.join(learners)}. Methods: {', '.join(methods)}.")
+    page.section("Dominated hypervolume").text(
+        "Mean (sd) hypervolume over experiments; n is the number of experiments per learner.")
+    page.table(["method", *[f"{lr} (n={n_per_learner[lr]})" for lr in learners]],
+               [[m, *[_mean_sd(stats, lr, m) for lr in learners]] for m in methods])
+    page.figure("hypervolume", _plot_hypervolume(plt, frame, methods, learners, colours, title),
+                "How to read: " + _HOW_TO_READ["hypervolume"] + " " + plots.describe_distribution(groups))
     if wins is not None:
-        blocks += _section("Wins and losses", "winloss", (
-            "table", ["winner (row) / loser (column)", *methods],
-            [[w, *["-" if w == lo else f"{wins.loc[w, lo]:g}" for lo in methods]] for w in methods]))
-    if "front" in figures:
-        blocks += _section("Selected configurations", "front")
+        page.section("Wins and losses").table(
+            ["winner (row) / loser (column)", *methods],
+            [[w, *["-" if w == lo else f"{wins.loc[w, lo]:g}" for lo in methods]] for w in methods])
+        page.figure("winloss", win_loss_figure(wins, n_experiments), "How to read: " + _HOW_TO_READ["winloss"])
+    if all(c in frame.columns for c in _FRONT_COLUMNS):
+        page.section("Selected configurations").figure(
+            "front", _plot_front(plt, frame, methods, learners, colours), "How to read: " + _HOW_TO_READ["front"])
     if embedding is not None:
-        blocks += _section("Sites", "sites", ("p", f"Embedding: {embedding[3]}."))
-    for name, text in (("index.md", _render_md(blocks)), ("index.html", _render_html(blocks, title, out_dir))):
-        write_atomic(out_dir / name, lambda p: Path(p).write_text(text, encoding="utf-8"))
-    return out_dir / "index.md"
+        page.section("Sites").text(f"Embedding: {embedding[3]}.").figure(
+            "sites", _plot_sites(plt, *embedding), "How to read: " + _HOW_TO_READ["sites"])
+    return write_page(out_dir, page)
 
 
-def write_report(out_dir: str | Path, settings: Any = None) -> Path:
-    """(Re)build the plots and report page of a results directory; return the ``index.md`` path.
+def _settings_of(frame: pd.DataFrame) -> dict[str, Any]:
+    """The grid's settings as stored with its rows (the ``settings`` column), if any."""
+    if "settings" not in frame.columns:
+        return {}
+    try:
+        settings = json.loads(str(frame["settings"].iloc[0]))
+    except ValueError:
+        return {}
+    if not isinstance(settings, dict):
+        return {}
+    extra = {"learners": list(dict.fromkeys(frame["learner"])),
+             "replications": int(frame["replication"].nunique()) if "replication" in frame.columns else None}
+    return {**settings, **{k: v for k, v in extra.items() if v is not None}}
+
+
+def write_report(out_dir: str | Path, settings: Any = None, *, command: str | None = None) -> Path:
+    """(Re)build the plots and report page of a results directory; return the ``index.html`` path.
 
     The sites picture needs the dataset: it is re-split from ``settings`` (an
     :class:`~raytune_fed.workflows.rfms.RFMSSettings`), or from the settings the grid
@@ -123,7 +129,7 @@ def write_report(out_dir: str | Path, settings: Any = None) -> Path:
     if settings is not None:
         plan = plan_sites(settings)
         sites = (plan.X, plan.site_of_row, plan.site_names)
-    return build_report(out_dir, frame=frame, sites=sites)
+    return build_report(out_dir, frame=frame, sites=sites, command=command)
 
 
 def _check_frame(out_dir: Path, frame: pd.DataFrame | None) -> pd.DataFrame:
@@ -158,10 +164,6 @@ def _check_frame(out_dir: Path, frame: pd.DataFrame | None) -> pd.DataFrame:
         raise ConfigError(f"{where}: column 'hypervolume' must be numeric ({exc})") from exc
 
 
-def _section(heading: str, figure: str, *before: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-    return [("h2", heading), *before, ("img", figure), ("p", "How to read: " + _HOW_TO_READ[figure])]
-
-
 def _method_order(names: pd.Series) -> list[str]:
     """The paper's order (the METHODS registry); unknown names after it, sorted."""
     present = set(names)
@@ -177,18 +179,19 @@ def _mean_sd(stats: pd.DataFrame, learner: str, method: str) -> str:
 
 def _plot_hypervolume(plt: Any, frame: pd.DataFrame, methods: list[str], learners: list[str],
                       colours: dict[str, Any], title: str) -> Any:
-    fig, axes = plt.subplots(1, len(learners), figsize=(max(4.5, 3.8 * len(learners)), 4.4),
+    from raytune_fed.report import plots
+
+    fig, axes = plt.subplots(1, len(learners), figsize=(max(4.8, 0.55 * len(methods) * len(learners) + 2.5), 4.4),
                              sharey=True, squeeze=False)
     for ax, learner in zip(axes[0], learners):
         sub = frame[frame["learner"] == learner]
         present = [m for m in methods if (sub["method"] == m).any()]
-        data = [sub.loc[sub["method"] == m, "hypervolume"].dropna().to_numpy(float) for m in present]
-        box = ax.boxplot(data, tick_labels=present, showmeans=True, patch_artist=True)
-        for patch, m in zip(box["boxes"], present):
-            patch.set(facecolor=colours[m], alpha=0.6)
+        data = [sub.loc[sub["method"] == m, "hypervolume"].to_numpy(float) for m in present]
+        plots.distribution(ax, data, present, [colours[m] for m in present])
         ax.set_title(learner)
         ax.tick_params(axis="x", rotation=45)
         ax.grid(axis="y", alpha=0.3)
+    plots.fit_axis(axes[0][0], frame["hypervolume"].to_numpy(float), "y", floor=0.0, ceiling=1.0)
     axes[0][0].set_ylabel("dominated hypervolume")
     fig.suptitle(title)
     fig.tight_layout()
@@ -221,8 +224,18 @@ def win_loss_figure(wins: pd.DataFrame, n_experiments: int) -> Any:
     return fig
 
 
+def _losses(rows: pd.DataFrame, column: str) -> np.ndarray:
+    """Every finite loss in the list column ``column`` of ``rows`` (withheld finals are None)."""
+    values = [np.asarray([np.nan if v is None else v for v in np.ravel(np.asarray(cell, dtype=object))], dtype=float)
+              for cell in rows[column]]
+    flat = np.concatenate(values) if values else np.empty(0)
+    return flat[np.isfinite(flat)]
+
+
 def _plot_front(plt: Any, frame: pd.DataFrame, methods: list[str], learners: list[str],
                 colours: dict[str, Any]) -> Any:
+    from raytune_fed.report import plots
+
     fig, axes = plt.subplots(1, len(learners), figsize=(max(4.5, 4.0 * len(learners)), 4.2), squeeze=False)
     markers = "os^Dv<>Ph*"
     for ax, learner in zip(axes[0], learners):
@@ -238,6 +251,10 @@ def _plot_front(plt: Any, frame: pd.DataFrame, methods: list[str], learners: lis
         first = sub.iloc[0]
         roles = ", ".join(f"{c} {first[c]}" for c in ("openbox", "lockbox", "replication") if c in sub.columns)
         ax.set_title(f"{learner}\n{roles or example}", fontsize=9)
+        xs, ys = _losses(sub, "curator_outbag"), _losses(sub, "lockbox_loss")
+        both = np.concatenate([xs, ys])
+        plots.fit_axis(ax, both, "x", margin=0.1)  # one window for both axes, so the diagonal is at 45 degrees
+        plots.fit_axis(ax, both, "y", margin=0.1)
         ax.axline((0, 0), slope=1, color="grey", linestyle="--", linewidth=0.8)  # lockbox = curator
         ax.set_xlabel("curator out-of-bag loss")
         ax.grid(alpha=0.3)
@@ -292,38 +309,3 @@ def _plot_sites(plt: Any, coords: np.ndarray, site_of_row: np.ndarray, names: tu
     ax.legend(fontsize=7, markerscale=2, title="site")
     fig.tight_layout()
     return fig
-
-
-def _render_md(blocks: list[tuple[Any, ...]]) -> str:
-    out = []
-    for kind, *args in blocks:
-        if kind in ("h1", "h2", "p"):
-            out.append(("#" * int(kind[1]) + " " if kind != "p" else "") + args[0])
-        elif kind == "table":
-            header, rows = args
-            line = lambda cells: "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"  # noqa: E731
-            out.append("\n".join([line(header), "|" + "---|" * len(header), *map(line, rows)]))
-        elif kind == "img":
-            out.append(f"![{args[0]}]({args[0]}.png)")
-    return "\n\n".join(out) + "\n"
-
-
-def _render_html(blocks: list[tuple[Any, ...]], title: str, out_dir: Path) -> str:
-    esc = html.escape
-    out = [f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{esc(title)}</title><style>"
-           "body{font-family:sans-serif;max-width:60em;margin:2em auto;line-height:1.4}"
-           "table{border-collapse:collapse}td,th{border:1px solid #bbb;padding:.2em .6em;text-align:right}"
-           "img{max-width:100%}</style></head><body>"]
-    for kind, *args in blocks:
-        if kind in ("h1", "h2", "p"):
-            out.append(f"<{kind}>{esc(args[0])}</{kind}>")
-        elif kind == "table":
-            header, rows = args
-            out.append("<table><thead><tr>" + "".join(f"<th>{esc(str(h))}</th>" for h in header) + "</tr></thead>"
-                       "<tbody>" + "".join("<tr>" + "".join(f"<td>{esc(str(v))}</td>" for v in r) + "</tr>"
-                                           for r in rows) + "</tbody></table>")
-        elif kind == "img":
-            data = base64.b64encode((out_dir / f"{args[0]}.png").read_bytes()).decode("ascii")
-            out.append(f"<figure><img src=\"data:image/png;base64,{data}\" alt=\"{esc(args[0])}\">"
-                       f"<figcaption>{esc(args[0])}.png</figcaption></figure>")
-    return "\n".join(out) + "\n</body></html>\n"

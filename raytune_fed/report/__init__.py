@@ -1,0 +1,15 @@
+"""The one report layer: every workflow's run becomes one HTML page (and Markdown beside it).
+
+A workflow builds a :class:`Page` from its own content (headings, paragraphs, tables,
+matplotlib figures, its settings, the command that made the run) and
+:func:`write_page` renders it in one style: ``index.html`` with the figures embedded as
+PNG (the page is one self-contained file), ``index.md`` and the PNG files beside it.
+:mod:`raytune_fed.report.plots` holds the plot rules every workflow follows (points
+instead of a box below five values, visible medians, axes fitted to the data, integer
+generation ticks).  Pure matplotlib and the standard library: no Ray.
+"""
+
+from raytune_fed.report._page import Figure, Page, Table, write_page
+from raytune_fed.report import plots
+
+__all__ = ["Figure", "Page", "Table", "plots", "write_page"]

@@ -1,0 +1,98 @@
+"""A headless Chromium for tests, driven through chromedriver's W3C WebDriver HTTP interface.
+
+No client library: chromedriver speaks JSON over HTTP, which ``urllib`` sends.  Debian's
+packages ``chromium`` and ``chromium-driver`` provide both programs (``.ci/run`` installs
+them).  :func:`open_page` loads a file and reports, for every ``<img>``, whether it
+loaded (``complete`` and a non-zero natural size), plus a screenshot of the whole page.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+CHROMIUM = ("chromium", "chromium-browser", "google-chrome")
+DRIVER = ("chromedriver",)
+
+
+def _which(names: tuple[str, ...]) -> str | None:
+    return next((path for path in map(shutil.which, names) if path), None)
+
+
+def missing() -> str | None:
+    """Why no browser test can run here (None when chromium and chromedriver are installed)."""
+    if _which(CHROMIUM) is None or _which(DRIVER) is None:
+        return ("headless Chromium is not installed: apt-get install -y chromium chromium-driver "
+                "(.ci/run does this)")
+    return None
+
+
+@dataclass
+class PageCheck:
+    title: str
+    images: list[dict[str, Any]]
+    tables: int
+    screenshot: bytes
+    width: int
+    height: int
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _call(base: str, method: str, path: str, body: dict | None = None, timeout: float = 120.0) -> Any:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(base + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout) as reply:
+        return json.loads(reply.read().decode() or "{}").get("value")
+
+
+def open_page(path: Path, *, width: int = 1280) -> PageCheck:
+    """Load ``path`` in headless Chromium and return what the page shows."""
+    port = _free_port()
+    driver = subprocess.Popen([_which(DRIVER), f"--port={port}"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        give_up = time.monotonic() + 60
+        while True:
+            try:
+                _call(base, "GET", "/status", timeout=5)
+                break
+            except OSError:
+                if time.monotonic() > give_up or driver.poll() is not None:
+                    raise RuntimeError("chromedriver did not start") from None
+                time.sleep(0.1)
+        options = {"binary": _which(CHROMIUM),
+                   "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                            f"--window-size={width},900"]}
+        session = _call(base, "POST", "/session", {"capabilities": {"alwaysMatch": {
+            "browserName": "chrome", "goog:chromeOptions": options}}})["sessionId"]
+        try:
+            _call(base, "POST", f"/session/{session}/url", {"url": path.resolve().as_uri()})
+            script = """return {title: document.title, tables: document.querySelectorAll('table').length,
+                width: document.documentElement.scrollWidth, height: document.documentElement.scrollHeight,
+                images: Array.from(document.images).map(i => ({alt: i.alt, complete: i.complete,
+                    width: i.naturalWidth, height: i.naturalHeight, shown: i.getBoundingClientRect().width}))};"""
+            info = _call(base, "POST", f"/session/{session}/execute/sync", {"script": script, "args": []})
+            height = min(int(info["height"]) + 40, 16000)
+            _call(base, "POST", f"/session/{session}/window/rect", {"width": width, "height": height})
+            shot = base64.b64decode(_call(base, "GET", f"/session/{session}/screenshot"))
+        finally:
+            _call(base, "DELETE", f"/session/{session}")
+    finally:
+        driver.terminate()
+        driver.wait(timeout=30)
+    return PageCheck(info["title"], info["images"], info["tables"], shot, int(info["width"]), int(info["height"]))
