@@ -58,6 +58,8 @@ _EMBEDDED: dict[str, _Entry] = dict([
     _embedded_entry("spambase", 4597, 57, 2, 0, f"UCI, {_KEEL}", _embedded.load_spambase),
     _embedded_entry("chess", 3196, 38, 2, 0, f"UCI kr-vs-kp, {_KEEL}; one-hot encoded", _embedded.load_chess),
     _embedded_entry("satimage", 6435, 36, 6, 0, f"UCI Statlog satellite, {_KEEL}", _embedded.load_satimage),
+    _embedded_entry("sat", 3041, 36, 2, 0, f"satimage class 7 vs class 1 (the ODE paper's 'sat'), {_KEEL}",
+                    _embedded.load_sat),
     _embedded_entry("texture", 5500, 40, 11, 0, _KEEL, _embedded.load_texture),
     _embedded_entry("titanic", 2201, 3, 2, 0, _KEEL, _embedded.load_titanic),
     _embedded_entry("default_credit", 30000, 23, 2, 0, "UCI (Yeh & Lien 2009), FATE example copy",
