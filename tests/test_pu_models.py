@@ -104,6 +104,50 @@ def test_label_frequency_estimates_on_a_separable_problem():
     assert abs(ElkanNotoPrior().fit(X, s).label_frequency_ - true_c) < 0.08
 
 
+def _pure_region_problem(seed, n, c, pi=0.5, d=6):
+    """Uniform features; positives have x0 in [0.5, 1], negatives x0 in [0, 0.75]: x0 >= 0.75 holds only positives."""
+    rng = np.random.default_rng(seed)
+    y = rng.random(n) < pi
+    X = rng.random((n, d))
+    X[y, 0] = 0.5 + 0.5 * rng.random(y.sum())
+    X[~y, 0] = 0.75 * rng.random((~y).sum())
+    s = (y & (rng.random(n) < c)).astype(int)
+    return X, s, y
+
+
+@pytest.mark.parametrize("c", [0.3, 0.5])
+def test_tice_lands_within_its_own_bound_on_data_with_a_known_c(c):
+    # Bekker & Davis: the estimate is the best lower bound L/T - eps(T) over the tree's subsets,
+    # eps(T) = sqrt(c (1 - c) (1 - delta) / (delta T)), delta = max(0.025, 1 / (1 + 0.004 m)) for the m
+    # estimation rows of a fold.  The purest subset the tree can reach is x0 >= 0.75 (bin 4 of x0): half
+    # the positives, T* of them per estimation fold.  So the estimate lies in [c - 1.5 eps(T*), c]: below c
+    # by about eps(T*), above c only by the maximum of the other subsets' noise, which eps covers.
+    n, pi = 4000, 0.5
+    m = 0.8 * n
+    delta = max(0.025, 1.0 / (1.0 + 0.004 * m))
+    eps = np.sqrt(c * (1 - c) * (1 - delta) / (delta * 0.5 * pi * m))
+    estimates = []
+    for seed in range(4):
+        X, s, y = _pure_region_problem(seed, n, c, pi)
+        true_c = s.sum() / y.sum()
+        estimate = TIcE(random_state=seed).fit(X, s).label_frequency_
+        assert true_c - 2.0 * eps <= estimate <= true_c + 0.5 * eps, (seed, estimate, true_c, eps)
+        estimates.append(estimate - true_c)
+    assert -1.5 * eps <= np.mean(estimates) <= 0.0
+
+
+def test_tice_at_a_label_frequency_below_its_slack_stays_a_lower_bound():
+    # c = 0.01 on 4000 rows: the slack eps of the purest subset exceeds c, so no subset lifts the bound
+    # far above its start (the labelled share of all rows); the estimate stays a lower bound on c and
+    # the prior of the unlabelled rows is overestimated by far - the limit the docs describe, not a fault.
+    X, s, y = _pure_region_problem(0, 4000, 0.01)
+    tice = TIcE(random_state=0).fit(X, s)
+    true_c = s.sum() / y.sum()
+    assert s.sum() / s.size <= tice.label_frequency_ <= true_c * 1.2
+    true_prior = y[s == 0].mean()
+    assert tice.unlabelled_prior_ > true_prior + 0.2
+
+
 def test_upu_closed_form_minimises_the_squared_loss_risk():
     X, s, _ = _pu_problem(n=200)
     model = UPU(prior=0.4, lam=0.3, basis="lm").fit(X, s)
