@@ -147,7 +147,7 @@ def test_the_scheduler_survives_a_tuner_restore(ray_session, tmp_path):
 def test_state_is_explicit_versioned_and_json_safe(tmp_path):
     scheduler = PUHalvingScheduler(**SETTINGS, metric="score", mode="max")
     state = json.loads(json.dumps(scheduler.get_state()))
-    assert state["version"] == 2 and state["kind"] == "PUHalvingScheduler" and state["core"]["kind"] == \
+    assert state["version"] == 3 and state["kind"] == "PUHalvingScheduler" and state["core"]["kind"] == \
         "SuccessiveHalving"
     other = PUHalvingScheduler(**SETTINGS)
     other.set_state(state)
@@ -174,8 +174,8 @@ BAD_INPUT = [
     (lambda: PUHalvingScheduler(**{**SETTINGS, "budget_samples": 30}), r"budget_samples=30 gives 0 rows"),
     (lambda: PUHalvingScheduler(**SETTINGS, budget_seconds=-5), r"budget_seconds must be a finite number >= 0.0"),
     (lambda: PUHalvingScheduler(**{**SETTINGS, "schedule": "halving"}), r"unknown schedule 'halving'"),
-    (lambda: PUHalvingScheduler(**SETTINGS).set_state({"version": 3, "kind": "PUHalvingScheduler"}),
-     r"cannot restore state version 3"),
+    (lambda: PUHalvingScheduler(**SETTINGS).set_state({"version": 2, "kind": "PUHalvingScheduler"}),
+     r"cannot restore state version 2"),
     (lambda: PUHalvingScheduler(**SETTINGS).set_state({"version": 1}), r"malformed PUHalvingScheduler state"),
     (lambda: PUHalvingScheduler(**SETTINGS).restore("/nonexistent/state.json"), r"no scheduler state at"),
 ]
@@ -230,3 +230,54 @@ def test_a_non_finite_report_ranks_last_and_the_trial_stops_once_its_rung_is_ran
     assert sorted(controller.stopped) == ["t0", "t1"]    # once rung 0 is ranked: t2 and t3 go on (sh keeps 2)
     assert sorted(r for r in scheduler.results() if r[1] == 0) == [(0, 0, rows, float("inf")), (1, 0, rows, 0.3),
                                                                    (2, 0, rows, 0.1), (3, 0, rows, 0.2)]
+
+
+# ------------------------------------------------------------------ Ctrl-C to a real driver, then Tuner.restore
+
+def _ledger_rows(path) -> list[dict]:
+    return _log(path) if os.path.exists(path) else []
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_sigint_mid_rung_then_tuner_restore_keeps_the_rung_order_and_the_row_budget(ray_session, tmp_path,
+                                                                                    asynchronous):
+    """SIGINT reaches the driver while rung 1 trains; the restored run finishes without granting any trial a rung
+    the scheduler did not give it, and the rows of every fit started (the trainable's ledger, written before each
+    fit) stay within budget_samples."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    driver = os.path.join(os.path.dirname(__file__), "pu_halving_driver.py")
+    storage, ledger, state = str(tmp_path / "runs"), str(tmp_path / "ledger.jsonl"), str(tmp_path / "end.json")
+    argv = [ray_session.get_runtime_context().gcs_address, storage, ledger, state] + \
+        (["--asynchronous"] if asynchronous else [])
+    proc = subprocess.Popen([sys.executable, driver, "start", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not any(line["rung"] == 1 for line in _ledger_rows(ledger)) and proc.poll() is None \
+            and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert proc.poll() is None, "the driver ended before rung 1 began"
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=180)
+    before = _ledger_rows(ledger)
+    assert any(line["rung"] == 1 for line in before)
+
+    restored = subprocess.run([sys.executable, driver, "restore", *argv], capture_output=True, text=True,
+                              timeout=600)
+    assert restored.returncode == 0, restored.stderr[-3000:]
+    scheduler = PUHalvingScheduler(**SETTINGS, asynchronous=asynchronous)
+    scheduler.restore(state)
+    assert scheduler.is_finished
+    # every rung of the table was ranked in full (a job that could not be trained again ranks last)
+    told = [sum(1 for _, t, _, _ in scheduler.results() if t == r.index) for r in scheduler.table.rungs]
+    assert told == [r.n_configs for r in scheduler.table.rungs]
+    # the budget holds for the rows actually trained, before and after the interrupt
+    lines = _ledger_rows(ledger)
+    assert sum(line["rows"] for line in lines) <= SETTINGS["budget_samples"]
+    # no trial trained a rung it was not given: every fit is a (configuration, rung) the scheduler ranked
+    ranked = {(XS[i], t) for i, t, _, _ in scheduler.results()}
+    assert {(line["x"], line["rung"]) for line in lines} <= ranked

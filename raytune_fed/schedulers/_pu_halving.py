@@ -18,20 +18,28 @@ started by :meth:`choose_trial_to_run`.  In synchronous mode no trial trains run
 before every trial of rung ``t`` has reported and been ranked.  A trial that errors or
 ends before reporting its rung counts as failed (it ranks last).
 
-Budgets.  The core issues exactly the rung table's jobs, so the reported rows never
-exceed ``budget_samples``.  ``budget_seconds`` caps the sum of ``result[time_attr]``
-(default ``time_this_iter_s``: the training time of each report); once spent, every
-trial is stopped and :attr:`best_trial_id` is the best trial of the highest rung reached.
+Budgets.  The core issues exactly the rung table's jobs, and every job's rows count as
+consumed when the job is issued, so an uninterrupted run consumes at most ``budget_samples``
+rows.  ``budget_seconds`` caps the sum of ``result[time_attr]`` (default
+``time_this_iter_s``: the training time of each report); once spent, every trial is stopped
+and :attr:`best_trial_id` is the best trial of the highest rung reached.
 
 Restore.  :meth:`get_state` / :meth:`set_state` are explicit and versioned (JSON-safe).
 Tune saves a scheduler's state with an experiment only through callbacks, so pass
 :meth:`state_callback` in ``RunConfig(callbacks=[...])``; ``Tuner.restore`` then brings the
 scheduler back with the trials.  Without it, a restored trial that has reported before is
 unknown to the fresh scheduler, which raises :class:`~raytune_fed.errors.ConfigError` naming
-the fix (Tune logs it as "Failed to restore the run state" and the run stops with it).  After
-a restore, a trial that resumes from a checkpoint older than its last report trains that
-rung again; the replayed report is not told twice (those rows are Tune's recovery cost).
-
+the fix (Tune logs it as "Failed to restore the run state" and the run stops with it).
+Tune (2.60) requeues every unfinished trial as ``PENDING`` on restore and starts pending
+trials without asking the scheduler, so :meth:`on_trial_add` sets each restored unfinished
+trial ``PAUSED``: it waits, like any paused trial, until :meth:`choose_trial_to_run` grants
+it a rung.  The callback also tells the scheduler when a trial starts, so it knows which
+jobs had begun before the interruption: training such a job again consumes its rows a
+second time, and it is granted only if the rows consumed so far, the rows it needs and the
+rows every other planned job needs fit in ``budget_samples``; otherwise it ranks last in
+its rung.  So rows consumed (every fit started, before and after a restore) never exceed
+the budget.  A trial that resumes from a checkpoint older than its last report trains that
+rung again; the replayed report is not told twice and its rows count as consumed.
 Concurrency.  Do not set ``max_concurrent_trials`` below ``n_configs``: a synchronous rung
 needs every trial to exist, and Tune counts paused trials against that limit, so it would
 stop creating the trials the rung waits for.  Resources (CPUs per trial) bound how many
@@ -60,7 +68,7 @@ if TYPE_CHECKING:
     from ray.tune.execution.tune_controller import TuneController
 
 logger = logging.getLogger(__name__)
-STATE_VERSION = 2  # version 1 held the halving core's own state format, before the shared protocol
+STATE_VERSION = 3  # 2: no record of started jobs; 1: the halving core's own state format
 
 
 class PUHalvingScheduler(TrialScheduler):
@@ -97,6 +105,9 @@ class PUHalvingScheduler(TrialScheduler):
         self._metric, self._mode = metric, mode
         self._resource_attr, self._time_attr = resource_attr, time_attr
         self._trial_ids: list[str] = []
+        self._started: set[tuple[int, int]] = set()    # (config_id, rung) of jobs a trial began to train
+        self._restarts: set[tuple[int, int]] = set()   # started jobs granted a second start, not yet begun
+        self._extra_rows = 0                           # rows of second starts and replayed rungs
 
     # ------------------------------------------------------------------ public answers
     @property
@@ -113,6 +124,15 @@ class PUHalvingScheduler(TrialScheduler):
     def rows_used(self) -> int:
         """Rows of every rung job issued so far (never above ``budget_samples``)."""
         return self._core.rows_used
+
+    @property
+    def rows_consumed(self) -> int:
+        """Rows of every job issued plus every job (or reported rung) trained again after a restore.
+
+        An upper bound on the rows of every fit started; never above ``budget_samples``
+        except for rungs replayed from a checkpoint older than the trial's last report.
+        """
+        return self._core.rows_used + self._extra_rows
 
     @property
     def is_finished(self) -> bool:
@@ -155,6 +175,8 @@ class PUHalvingScheduler(TrialScheduler):
         if trial.trial_id in self._trial_ids:        # a trial coming back after Tuner.restore
             if trial.status in (Trial.TERMINATED, Trial.ERROR):
                 self._fail_open_job(tune_controller, trial, stop_others=False)
+            elif trial.status == Trial.PENDING:
+                trial.set_status(Trial.PAUSED)        # Tune would start it unasked; it waits for a grant
             return
         if trial.last_result and self._resource_attr in trial.last_result:
             raise ConfigError(f"trial {trial.trial_id} has reported before but the scheduler does not know it: "
@@ -166,11 +188,38 @@ class PUHalvingScheduler(TrialScheduler):
         self._trial_ids.append(trial.trial_id)
 
     def choose_trial_to_run(self, tune_controller: TuneController) -> Trial | None:
-        ready = {job["config_id"] for job in self._pull()}
+        jobs = {job["config_id"]: job for job in self._pull()}
         for trial in tune_controller.get_trials():
-            if trial.status in (Trial.PENDING, Trial.PAUSED) and self._index(trial) in ready:
-                return trial
+            if trial.status not in (Trial.PENDING, Trial.PAUSED) or trial.trial_id not in self._trial_ids:
+                continue
+            job = jobs.get(self._index(trial))
+            if job is None:
+                continue
+            key = (job["config_id"], job["rung"])
+            if key in self._started and key not in self._restarts:
+                if self._committed_rows() + job["n_rows"] > self._core.table.budget_samples:
+                    logger.warning("trial %s began rung %d before the restore; training it again would exceed "
+                                   "budget_samples=%d, so it ranks last", trial.trial_id, job["rung"],
+                                   self._core.table.budget_samples)
+                    self._core.discard([job])
+                    return self.choose_trial_to_run(tune_controller)
+                self._restarts.add(key)
+            return trial
+        self._stop_hopeless(tune_controller, exclude=None)
         return None
+
+    def on_trial_start(self, trial: Trial) -> None:
+        """A trial began training (called by :meth:`state_callback`): its open job's rows are consumed."""
+        if trial.trial_id not in self._trial_ids:
+            return
+        job = self._job(self._index(trial))
+        if job is None:
+            return
+        key = (job["config_id"], job["rung"])
+        if key in self._started:
+            self._extra_rows += job["n_rows"]
+            self._restarts.discard(key)
+        self._started.add(key)
 
     def on_trial_result(self, tune_controller: TuneController, trial: Trial, result: dict) -> str:
         i = self._index(trial)
@@ -193,7 +242,8 @@ class PUHalvingScheduler(TrialScheduler):
             return TrialScheduler.CONTINUE           # an intermediate report, or a rung replayed after a restore
         told = {n for cid, _, n, _ in self._core.results() if cid == i}
         if job is None and rows in told:
-            return self._decide(tune_controller, trial)   # a reported rung replayed after a restore: not told again
+            self._extra_rows += int(rows)                 # a reported rung replayed after a restore: not told again
+            return self._decide(tune_controller, trial)
         allowed = job["n_rows"] if job is not None else "no further rows"
         raise ConfigError(f"trial {trial.trial_id} reported {rows} rows; the scheduler allows it {allowed} now "
                           f"(rung rows {self.rung_rows}): train on scheduler.rung_rows[rung] rows, rung by rung")
@@ -220,7 +270,9 @@ class PUHalvingScheduler(TrialScheduler):
         """Explicit, versioned, JSON-safe state: settings, trial ids in add order, the core's state."""
         return {"version": STATE_VERSION, "kind": "PUHalvingScheduler", "metric": self._metric, "mode": self._mode,
                 "resource_attr": self._resource_attr, "time_attr": self._time_attr,
-                "trial_ids": list(self._trial_ids), "core": self._core.get_state()}
+                "trial_ids": list(self._trial_ids), "started": sorted([i, t] for i, t in self._started),
+                "restarts": sorted([i, t] for i, t in self._restarts), "extra_rows": self._extra_rows,
+                "core": self._core.get_state()}
 
     def set_state(self, state: Mapping[str, Any]) -> None:
         try:
@@ -233,6 +285,9 @@ class PUHalvingScheduler(TrialScheduler):
                                   f"{(state['resource_attr'], state['time_attr'])}, this scheduler uses {mine}")
             self._core.set_state(state["core"])
             self._trial_ids = [str(t) for t in state["trial_ids"]]
+            self._started = {(int(i), int(t)) for i, t in state["started"]}
+            self._restarts = set()          # a grant made before the restore is not a start: it is asked again
+            self._extra_rows = int(state["extra_rows"])
             self._metric, self._mode = state["metric"], state["mode"]
         except (KeyError, TypeError) as exc:
             raise ConfigError(f"malformed PUHalvingScheduler state ({exc!r})") from None
@@ -258,6 +313,12 @@ class PUHalvingScheduler(TrialScheduler):
         except ValueError:
             raise ConfigError(f"trial {trial.trial_id} was never added to PUHalvingScheduler") from None
 
+    def _committed_rows(self) -> int:
+        """Rows the plan needs (every job of the rung table) plus rows started again and granted to start again."""
+        open_jobs = {(j["config_id"], j["rung"]) for j in self._core.pending()}
+        restarts = sum(self._core.table.rungs[t].n_rows for i, t in self._restarts if (i, t) in open_jobs)
+        return self._core.table.total_rows + self._extra_rows + restarts
+
     def _pull(self) -> list[dict[str, Any]]:
         self._core.ask(self._core.table.n_configs)
         return self._core.pending()
@@ -270,10 +331,12 @@ class PUHalvingScheduler(TrialScheduler):
         ready = {job["config_id"] for job in self._pull()}
         self._stop_hopeless(tune_controller, exclude=trial.trial_id)
         if i in ready:
+            job = self._job(i)
+            self._started.add((job["config_id"], job["rung"]))   # it trains its next rung right away
             return TrialScheduler.CONTINUE
         return TrialScheduler.PAUSE if self._core.has_future(i) else TrialScheduler.STOP
 
-    def _stop_hopeless(self, tune_controller: TuneController, exclude: str) -> None:
+    def _stop_hopeless(self, tune_controller: TuneController, exclude: str | None) -> None:
         for other in tune_controller.get_trials():
             if other.trial_id == exclude or other.trial_id not in self._trial_ids:
                 continue
@@ -305,6 +368,9 @@ class PUHalvingStateCallback(Callback):
 
     def __init__(self, scheduler: PUHalvingScheduler) -> None:
         self.scheduler = scheduler
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Trial, **info: Any) -> None:
+        self.scheduler.on_trial_start(trial)
 
     def get_state(self) -> dict[str, Any]:
         return {"pu_halving_scheduler": self.scheduler.get_state()}
