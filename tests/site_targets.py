@@ -31,10 +31,13 @@ SCHEDULE = Schedule.of([UNIT, LOCKBOX_UNIT])
 OWNER = "owner-" + "x" * 24
 
 
-def policy(tmp_path: Path, **sections: Any) -> dict[str, Any]:
-    data: dict[str, Any] = {"name": SITE, "seed": 11, "ledger": str(tmp_path / "ledger.jsonl"),
-                            "curator": {"query_budget": 40, "mechanisms": ["exact", "thresholdout"]},
-                            "guard": {"k": 5}, "limits": {"seconds_per_query": 30.0}}
+def policy(tmp_path: Path, *, bare: bool = False, **sections: Any) -> dict[str, Any]:
+    """The tests' site policy: query budget 40, guard k = 5, Thresholdout offered, 30 s per query
+    (``bare``: only name, seed and ledger, every other key at the package's default)."""
+    data: dict[str, Any] = {"name": SITE, "seed": 11, "ledger": str(tmp_path / "ledger.jsonl")}
+    if not bare:
+        data.update({"curator": {"query_budget": 40, "mechanisms": ["exact", "thresholdout"]},
+                     "guard": {"k": 5}, "limits": {"seconds_per_query": 30.0}})
     for key, value in sections.items():
         data[key] = {**data.get(key, {}), **value} if isinstance(value, dict) else value
     return data
@@ -65,7 +68,7 @@ def _local(tmp_path: Path, data: dict[str, Any]) -> Target:
 
 
 def _actor(tmp_path: Path, data: dict[str, Any], ray: Any) -> Target:
-    actor = remote_site(ray.put(X), ray.put(Y), Policy.from_mapping(data), owner_secret=OWNER)
+    actor = remote_site(X, Y, Policy.from_mapping(data), owner_secret=OWNER)
     target = Target("actor", SiteClient(actor, name=SITE), Path(data["ledger"]))
     target.actor = actor  # the test playing Ray's failure needs the handle
     target.cleanup.append(lambda: ray.kill(actor))
@@ -133,18 +136,13 @@ def tls(tmp_path_factory: Any) -> tuple[Path, Path]:
 
 @pytest.fixture
 def make_target(request: Any, tmp_path: Path) -> Any:
-    """``make_target(kind, **policy_sections)`` -> a fresh :class:`Target` (cleaned up after the test)."""
+    """``make_target(kind, bare=False, **policy_sections)`` -> a fresh :class:`Target` (cleaned up after the test)."""
     made: list[Target] = []
 
-    def make(kind: str, **sections: Any) -> Target:
-        data = policy(tmp_path / f"{kind}{len(made)}", **sections)
-        Path(data["ledger"]).parent.mkdir(parents=True, exist_ok=True)
-        if kind == "local":
-            t = _local(tmp_path, data)
-        elif kind == "actor":
-            t = _actor(tmp_path, data, request.getfixturevalue("ray_session"))
-        else:
-            t = _service(Path(data["ledger"]).parent, data, request.getfixturevalue("tls"))
+    def make(kind: str, bare: bool = False, **sections: Any) -> Target:
+        data = policy(tmp_path / f"{kind}{len(made)}", bare=bare, **sections)
+        ray = request.getfixturevalue("ray_session") if kind == "actor" else None
+        t = build_target(kind, data, ray=ray, tls=request.getfixturevalue("tls") if kind == "service" else None)
         made.append(t)
         return t
 
@@ -152,6 +150,16 @@ def make_target(request: Any, tmp_path: Path) -> Any:
     for t in made:
         for fn in t.cleanup:
             fn()
+
+
+def build_target(kind: str, data: dict[str, Any], *, ray: Any = None, tls: tuple[Path, Path] | None = None) -> Target:
+    """A site under policy ``data`` (its ledger's directory holds its files) as ``kind``."""
+    Path(data["ledger"]).parent.mkdir(parents=True, exist_ok=True)
+    if kind == "local":
+        return _local(Path(data["ledger"]).parent, data)
+    if kind == "actor":
+        return _actor(Path(data["ledger"]).parent, data, ray)
+    return _service(Path(data["ledger"]).parent, data, tls)
 
 
 @pytest.fixture(params=KINDS)

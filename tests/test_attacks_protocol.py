@@ -65,8 +65,8 @@ def test_raw_refusals_are_fixed_texts_in_every_deployment(target):
 
 def test_refusals_are_charged_and_logged_like_answers(target):
     """Old: a refusal was free, a yes/no oracle (column maximum by binary search; 15 of 32
-    queries refused and uncharged).  Here each refused query costs one unit of the budget
-    and is in the ledger, so the search stops at the budget."""
+    queries refused and uncharged).  Here each refused query costs one answer of the site's
+    lifetime budget (20: an eighth of its rows) and is in the ledger, so the search stops there."""
     cur = target.curator()
     lo, hi = float(X[:, 0].min()), float(X[:, 0].max())
     asked = refused = 0
@@ -82,9 +82,9 @@ def test_refusals_are_charged_and_logged_like_answers(target):
             hi = t
         asked += 1
     status = cur.status()
-    assert asked == 40 and status.budget_left == 0 and status.n_queries == 40
+    assert asked == 20 and status.budget_left == 0 and status.n_queries == 20
     entries = cur.ledger().entries
-    assert len(entries) == 40 and sum(e.kind == "refused" for e in entries) == refused
+    assert len(entries) == 20 and sum(e.kind == "refused" for e in entries) == refused
 
 
 def test_a_refused_final_batch_uses_up_the_lockbox(target):
@@ -108,7 +108,7 @@ def test_the_policy_is_the_sites_not_the_callers(target):
     assert refusal(lambda: target.client.open_session(LOCKBOX_UNIT, "curator")).code == "schedule"
     assert refusal(lambda: target.client.open_session(Unit("s0", "s2", ("s3",), 0), "curator")).code == "schedule"
     cur = target.client.open_session(UNIT, "curator")
-    assert cur.n_rows == 128 and cur.status().budget_left == 40  # 0.8 of 160 rows, the policy's budget
+    assert cur.n_rows == 128 and cur.status().budget_left == 20  # 0.8 of 160 rows; 160 // 8 lifetime answers
 
 
 def test_a_new_session_gives_no_second_lockbox_answer(target):
@@ -220,4 +220,4 @@ def test_thousands_of_queries_stop_at_the_sites_budget(target):
                 break
             except QueryRefusedError:
                 continue
-    assert answered <= 40 and cur.status().budget_left == 0
+    assert answered <= 20 and cur.status().budget_left == 0

@@ -121,7 +121,16 @@ def test_policy_files_toml_and_json(tmp_path):
 
 @pytest.mark.parametrize("data, message", [
     ({"seed": 1}, "policy must set 'name'"),
-    ({"name": "s", "seed": 1, "budget": 5}, r"unknown settings \['budget'\]"),
+    ({"name": "s", "seed": 1, "budgets": 5}, r"unknown settings \['budgets'\]"),
+    ({"name": "s", "seed": 1, "budget": 5}, r"policy \[budget\] must be a table, got 5"),
+    ({"name": "s", "seed": 1, "budget": {"answers": -1}}, r"\[budget\] answers must be an integer >= 0"),
+    ({"name": "s", "seed": 1, "budget": {"queries": 3}}, r"\[budget\] has unknown settings \['queries'\]"),
+    ({"name": "s", "seed": 1, "analysts": {"a": {"token": "x"}}}, r"\[analysts.a\] has unknown settings"),
+    ({"name": "s", "seed": 1, "analysts": {"a": {"answers": 1.5}}}, r"\[analysts.a\] answers must be an integer"),
+    ({"name": "s", "seed": 1, "analysts": ["a"]}, r"\[analysts\] must be a table of analyst credentials"),
+    ({"name": "s", "seed": 1, "schedule": {"approved": "abc"}}, r"\[schedule\] approved must be a schedule's SHA"),
+    ({"name": "s", "seed": 1, "limits": {"max_header_bytes": 1 << 30}}, r"max_header_bytes must be at most"),
+    ({"name": "s", "seed": 1, "log": 3}, r"policy log must be a file path, got 3"),
     ({"name": "s", "seed": 1, "curator": {"budget": 5}}, r"\[curator\] has unknown settings \['budget'\]"),
     ({"name": "s", "seed": -1}, "seed must be an integer >= 0, got -1"),
     ({"name": "s", "seed": 1, "roles": ["openbox"]}, "roles must be a non-empty subset"),

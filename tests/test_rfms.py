@@ -168,7 +168,7 @@ def test_fso_th_answers_come_from_the_curators_thresholdout(tmp_path):
         th = [e for e in answered if e["mechanism"] == "thresholdout"]
         # the site ran Thresholdout on its own loss and the analyst's train error; fso_th also re-asked the
         # design the exact method asked first, repeats the guard lets through for Thresholdout
-        assert th and all(len(e["th"]) == 2 and 0.0 <= e["answer"] <= 1.0 for e in th)
+        assert th and all(len(e["th"]) == 3 and 0.0 <= e["answer"] <= 1.0 for e in th)  # train, loss, draw
         assert {e["fingerprint"] for e in th} & {e["fingerprint"] for e in answered if e["mechanism"] == "exact"}
 
 
@@ -179,8 +179,8 @@ def test_lso_alone_never_queries_a_curator(tmp_path):
 
 
 def test_same_seed_same_numbers(tmp_path):
-    a, _, _, _ = _local_experiment(["fso5", "fmo", "rand_mo"], tmp_path / "a", seed=1)
-    b, _, _, _ = _local_experiment(["fso5", "fmo", "rand_mo"], tmp_path / "b", seed=1)
+    a, _, _, _ = _local_experiment(["fso5", "fso_th", "fmo", "rand_mo"], tmp_path / "a", seed=1)
+    b, _, _, _ = _local_experiment(["fso5", "fso_th", "fmo", "rand_mo"], tmp_path / "b", seed=1)
     keep = ["method", "hypervolume", "selected", "openbox_outbag", "curator_outbag", "lockbox_loss"]
     assert [{k: r[k] for k in keep} for r in a] == [{k: r[k] for k in keep} for r in b]
 

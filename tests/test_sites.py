@@ -39,7 +39,7 @@ def test_curator_answers_the_inbag_loss_the_site_computes_itself(target):
     assert loss.value == pytest.approx(np.mean(pipeline.predict(X[inbag]) != Y[inbag]))
     entry, = cur.ledger().entries
     assert (entry.kind, entry.answer) == ("query", loss.value)
-    assert cur.status().n_queries == 1 and cur.status().budget_left == 39
+    assert cur.status().n_queries == 1 and cur.status().budget_left == 19  # of the site's 160 // 8 answers
 
 
 def test_final_evaluations_once_per_unit_on_the_right_rows(target):
@@ -59,29 +59,56 @@ def test_final_evaluations_once_per_unit_on_the_right_rows(target):
 
 
 def test_thresholdout_runs_in_the_curator_with_the_sites_stream(make_target):
-    """fso_th: the site answers its in-bag loss plus noise, or the analyst's train value."""
+    """fso_th: the site answers its in-bag loss plus noise, or the analyst's train value; the
+    noise of a query comes from the site's seed, the unit, the query's place in its session
+    and the predictions asked about."""
     from raytune_fed.algorithms.thresholdout import Thresholdout
+    from raytune_fed.federation._guard import packed_hex
 
+    configs = [{"C": 2.0 ** e, "sigma": 0.05} for e in range(-2, 8)]
     answers = []
     for _ in range(2):  # two sites with the same policy: the same answers
         cur = make_target("local").curator()
         got = []
-        for i, c in enumerate([{"C": 2.0 ** e, "sigma": 0.05} for e in range(-2, 8)]):
+        for i, c in enumerate(configs):
             try:
                 got.append(cur.query(model(c)[1], mechanism="thresholdout", train_loss=0.0 if i % 2 else 0.5).value)
             except QueryRefusedError:
                 got.append(None)
         answers.append(got)
     assert answers[0] == answers[1]
-    reference = Thresholdout(seed=derive(11, "thresholdout"))
     inbag, _ = site_inbag()
+    rows = np.zeros(len(Y), dtype=bool)
+    rows[inbag] = True
     expected = []
-    for i, c in enumerate([{"C": 2.0 ** e, "sigma": 0.05} for e in range(-2, 8)]):
+    for i, c in enumerate(configs):
         if answers[0][i] is None:
             continue
-        holdout = float(np.mean(model(c)[0].predict(X[inbag]) != Y[inbag]))
-        expected.append(min(max(reference.answer(0.0 if i % 2 else 0.5, holdout), 0.0), 1.0))
+        pred = np.zeros(len(Y), dtype=np.int8)
+        pred[rows] = model(c)[0].predict(X[rows])
+        holdout = float(np.mean(pred[rows] != Y[rows]))
+        noise = np.random.default_rng(derive(11, "thresholdout", UNIT.key, i + 1, packed_hex(pred) + packed_hex(rows)))
+        answer = Thresholdout(seed=0).answer(0.0 if i % 2 else 0.5, holdout, rng=noise)
+        expected.append(min(max(answer, 0.0), 1.0))
     assert [a for a in answers[0] if a is not None] == pytest.approx(expected)
+    assert any(a not in (0.0, 0.5) for a in answers[0] if a is not None)  # some answers are noisy holdouts
+
+
+def test_thresholdout_answers_do_not_depend_on_the_order_sessions_ask(make_target):
+    """Two cells of one unit (two sessions) asking alternately or one after the other get the
+    same answers: nothing depends on which query reaches the site first."""
+    records = [model({"C": 2.0 ** e, "sigma": 0.05})[1] for e in range(0, 6)]
+    runs = []
+    for interleave in (False, True):
+        t = make_target("local", guard={"k": 0})
+        first, second = t.curator(), t.client.open_session(UNIT, "curator")
+        order = [(s, i) for i in range(3) for s in (0, 1)] if interleave else [(s, i) for s in (0, 1) for i in range(3)]
+        got = {}
+        for s, i in order:
+            session, record = (first, records[i]) if s == 0 else (second, records[3 + i])
+            got[s, i] = session.query(record, mechanism="thresholdout", train_loss=0.5).value
+        runs.append(got)
+    assert runs[0] == runs[1]
 
 
 def test_a_mechanism_the_policy_does_not_offer_is_refused(make_target):

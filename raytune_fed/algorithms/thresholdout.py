@@ -9,9 +9,10 @@ chose.  Budget use is counted; beyond the paper, an optional ``budget`` is enfor
 spent, only train values are answered, so the holdout stops leaking.
 
 The noise comes from ``seed`` (required: an int, SeedSequence or Generator; never OS
-entropy).  A restricted site runs this mechanism itself, with its own seed, and replays
-its ledger's (train, holdout) pairs through :meth:`answer` after a restart, which brings
-back the same stream position and budget use.
+entropy), or, per answer, from the generator passed as ``rng``.  A restricted site runs
+this mechanism itself and passes each query's own stream (derived from its seed and what
+is asked, so answers do not depend on the order queries arrive in); it replays its
+ledger's queries through :meth:`answer` after a restart, which brings back the budget use.
 """
 
 from __future__ import annotations
@@ -39,9 +40,11 @@ class Thresholdout:
         self.budget_used = 0
         self.n_withheld = 0
 
-    def answer(self, train: float, holdout: float) -> float:
-        eta = self._rng.normal(0.0, 4.0 * self.sigma)
-        xi = self._rng.normal(0.0, self.sigma)
+    def answer(self, train: float, holdout: float, *, rng: np.random.Generator | None = None) -> float:
+        """The answer for a model with ``train`` and ``holdout`` values; noise from ``rng`` if given."""
+        rng = self._rng if rng is None else rng
+        eta = rng.normal(0.0, 4.0 * self.sigma)
+        xi = rng.normal(0.0, self.sigma)
         if abs(holdout - train) > self.threshold + self.gamma + eta:
             if self.budget is not None and self.budget_used >= self.budget:
                 self.n_withheld += 1

@@ -9,7 +9,8 @@
   party type's answer records; :class:`Blob` carries ciphertext bytes with a declared
   size; :class:`PartyActor` runs any party as a Ray actor whose one method is ``call``).
 * :class:`SiteClient` - the analyst's handle: a local ``Site``, a Ray actor from
-  :func:`remote_site`, or a network service (:meth:`SiteClient.service`, started by
+  :func:`remote_site` (or a :func:`relay_site` actor holding no data that forwards to a
+  service), or a network service (:meth:`SiteClient.service`, started by
   ``raytune-fed site serve``); :func:`load_site_directory` reads remote sites by URL.
   :func:`query_all` / :func:`final_all` fan one model record out to several sessions.
 * :class:`Schedule` / :class:`Unit` - what a grid declares to its sites once.
@@ -21,7 +22,7 @@ Models travel as :class:`~raytune_fed.models.ModelRecord` (``Learner.encode``), 
 Python objects.
 """
 
-from raytune_fed.federation._actors import PartyActor, SiteActor, remote_site
+from raytune_fed.federation._actors import PartyActor, SiteActor, SiteRelay, relay_site, remote_site
 from raytune_fed.federation._clients import SiteClient, SiteSession, final_all, load_site_directory, query_all
 from raytune_fed.federation._fields import (
     Bytes, Field, Int, IntArray, ListOf, Model, Models, Real, Refusal, Struct, Text, Units)
@@ -43,7 +44,8 @@ __all__ = [
     "RECORD_TYPES", "REFUSALS", "Blob", "Bytes", "Closed", "DifferencingGuard", "Field", "FinalLosses", "Int",
     "IntArray", "Ledger", "LedgerEntry", "ListOf", "Loss", "Model", "Models", "OpenBox", "Party", "PartyActor",
     "Policy", "Real", "Refusal", "Schedule", "Struct",
-    "ScheduleReceipt", "Session", "SessionTicket", "Site", "SiteActor", "SiteClient", "SiteServer", "SiteSession",
+    "ScheduleReceipt", "Session", "SessionTicket", "Site", "SiteActor", "SiteClient", "SiteRelay", "SiteServer",
+    "SiteSession",
     "SiteStatus", "Text", "Unit", "Units", "check_outgoing", "final_all", "load_policy", "load_site_directory",
-    "query_all", "register_record", "remote_site", "restricted", "rfms_schedule", "serve",
+    "query_all", "register_record", "relay_site", "remote_site", "restricted", "rfms_schedule", "serve",
 ]

@@ -6,7 +6,10 @@ served by ``raytune-fed site serve`` (``SiteClient.service(url, token_file=...)`
 sends typed requests and gets back records; a refusal becomes a
 :class:`~raytune_fed.errors.QueryRefusedError` (``BudgetExhaustedError`` and
 ``SealedError`` for the budget and one-shot answers) whose text is the client's own fixed
-text for the site's refusal code.  :meth:`SiteClient.open_session` returns a
+text for the site's refusal code.  Every query and final evaluation carries a fresh
+request number, so a message sent again (Ray retrying a call across a site actor's
+restart, or the client resending it) is answered from the site's ledger, never charged
+twice.  :meth:`SiteClient.open_session` returns a
 :class:`SiteSession`; :func:`query_all` and :func:`final_all` send one model record to
 several sessions and wait for all answers together.
 """
@@ -14,6 +17,7 @@ several sessions and wait for all answers together.
 from __future__ import annotations
 
 import os
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -137,6 +141,11 @@ class SiteSession:
     def _args(self, **args: Any) -> dict[str, Any]:
         return {"session": self.ticket.token, **args}
 
+    def _charged_args(self, **args: Any) -> dict[str, Any]:
+        """Arguments of a charged request: a fresh request number (random, so two handles on
+        one session never reuse one) makes resending the message safe."""
+        return {"session": self.ticket.token, "request": secrets.randbits(62) + 1, **args}
+
     def query(self, model: ModelRecord, *, mechanism: str = "exact", train_loss: float | None = None) -> Loss:
         return query_all([self], model, mechanism=mechanism, train_loss=train_loss)[0]
 
@@ -162,7 +171,7 @@ def _fan_out(sessions: Sequence[SiteSession], method: str, args: Mapping[str, An
     groups: dict[type, list[int]] = {}
     pending: list[Any] = []
     for i, s in enumerate(sessions):
-        pending.append(s.client._submit(method, s._args(**args)))
+        pending.append(s.client._submit(method, s._charged_args(**args)))
         groups.setdefault(type(s.client._transport), []).append(i)
     replies: list[Any] = [None] * len(sessions)
     for members in groups.values():

@@ -2,9 +2,10 @@
 
 One JSON object per line; every entry carries a sequence number, the time and the
 SHA-256 of the previous line, so an edited or reordered file is detected when the site
-starts.  Each entry is written and ``fsync``-ed before the answer it records leaves the
-site, so a crash can lose only an answer that was never given (a torn last line, which
-is dropped on reload).  The site rebuilds everything that must survive a restart from
+starts.  Each entry is written before the answer it records leaves the site, and
+``fsync``-ed when it records something a restart must not lose (a charge, an answer, a
+session, a schedule), so a crash can lose only an answer that was never given (a torn
+last line, which is dropped on reload) or the line of a refusal that charged nothing.  The site rebuilds everything that must survive a restart from
 here: the declared schedule, open sessions (token hashes only), the budget used, the
 final answers given per unit, Thresholdout's inputs and the guard's prediction bits.
 """
@@ -59,15 +60,20 @@ class SiteLedger:
             self._last = hashlib.sha256(line).hexdigest()
             self.entries.append(entry)
 
-    def append(self, event: str, **fields: Any) -> dict[str, Any]:
-        """Record ``event`` with ``fields`` (JSON values); returns the stored entry."""
+    def append(self, event: str, *, sync: bool = True, **fields: Any) -> dict[str, Any]:
+        """Record ``event`` with ``fields`` (JSON values); returns the stored entry.
+
+        ``sync=False`` skips the ``fsync`` (the line is written and flushed; the next synced
+        line makes it durable too).
+        """
         with self._lock:
             entry = {"seq": len(self.entries), "time": time.time(), "prev": self._last, "event": event, **fields}
             line = json.dumps(entry, separators=(",", ":"), allow_nan=False).encode()
             if self._file is not None:
                 self._file.write(line + b"\n")
                 self._file.flush()
-                os.fsync(self._file.fileno())
+                if sync:
+                    os.fsync(self._file.fileno())
             self._last = hashlib.sha256(line).hexdigest()
             self.entries.append(entry)
             return entry

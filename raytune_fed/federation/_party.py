@@ -17,30 +17,49 @@ A handler gets the caller's :class:`Session` (or ``None`` when ``session=False``
 parsed fields, and returns its record plus the fields for its own ledger entry (site
 side only), or raises :class:`Refusal`.  The base then guarantees, for every party:
 
+* work is bounded before anything is trusted: the message's header (capped at
+  ``max_header_bytes``) is parsed as plain JSON, and the method, the session, the
+  owner's credential, the request's shape and its charge are checked on that header
+  before a single array is decoded (:func:`~raytune_fed.federation._wire.decode_header`);
+  a party with ``seconds_per_request`` stops decoding, validating and computing once
+  the request has used that much CPU time (:class:`CpuDeadline`, passed to handlers as
+  :attr:`Party.deadline`);
 * refusals carry one of the fixed texts in ``REFUSALS`` (never an exception's text or a
-  value from the data); an unexpected error becomes the fixed ``internal`` refusal;
+  value from the data); every other exception inside ``call`` becomes the fixed
+  ``internal`` refusal, written to the ledger (charged if the request was) and, with its
+  traceback, to the party's log (``logging.getLogger("raytune_fed.federation")``), never
+  to the caller;
 * every request with a valid session is written to the append-only ledger, answered or
-  refused, before the answer leaves (``charged=True`` methods also count it against the
-  party's budget through :meth:`Party._charge`);
-* sessions are issued by the party (``secrets.token_urlsafe``), stored as hashes, and
-  closed only with the owner's credential (compared in constant time).
+  refused, before the answer leaves; requests a party charges (:meth:`Party._admit`)
+  are counted before their fields are parsed (the entry's ``charged`` is the number of
+  answers charged), and their answer is kept in the ledger
+  under the caller's request number, so a request sent again (a transport retrying
+  across a restart) gets the recorded answer back and is not charged twice;
+* sessions are issued by the party (``secrets.token_urlsafe``), stored as hashes, bound
+  to the analyst credential that opened them, and closed only with the owner's
+  credential (compared in constant time).
+
+The analyst credential of a request is the transport's: the name the network service
+matched the bearer token to, or ``DEFAULT_ANALYST`` in-process and over Ray.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import secrets
 import threading
+import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Mapping
 
 from raytune_fed.errors import ConfigError
 from raytune_fed.federation import _wire
-from raytune_fed.federation._fields import Field, Refusal, Text
+from raytune_fed.federation._fields import Field, Int, Refusal, Text
 from raytune_fed.federation._ledger import SiteLedger
-from raytune_fed.federation._records import Closed, to_wire
+from raytune_fed.federation._records import Closed, from_wire, to_wire
 
 REFUSALS: dict[str, str] = {
     "malformed": "the request does not match the method's declared record",
@@ -62,6 +81,23 @@ REFUSALS: dict[str, str] = {
     "limit": "the request exceeds a limit the party's owner set",
 }
 TOKEN = Text(max_len=128)
+REQUEST = Int(1, 1 << 62, optional=True)
+DEFAULT_ANALYST = "analyst"
+"""The analyst credential of requests that reach a party without one (in-process, Ray actor)."""
+MAX_HEADER_BYTES = 1 << 20
+log = logging.getLogger("raytune_fed.federation")
+
+
+class CpuDeadline:
+    """A request's CPU-time limit: ``check()`` raises :class:`TimeoutError` once the process
+    has used ``seconds`` of CPU since the request arrived (``None``: no limit)."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.stop = None if seconds is None else time.process_time() + seconds
+
+    def check(self) -> None:
+        if self.stop is not None and time.process_time() > self.stop:
+            raise TimeoutError("the request exceeded the party's time limit")
 
 
 @dataclass(frozen=True)
@@ -89,14 +125,29 @@ def restricted(*, request: Mapping[str, Field] | None = None, answers: type, ses
 
 @dataclass
 class Session:
-    """One session of a party: who it is for (role, unit) and what it has used."""
+    """One session of a party: who it is for (role, unit, analyst credential) and what it has used."""
 
     key: str
     role: str
     unit: str
+    analyst: str = DEFAULT_ANALYST
     n_queries: int = 0
     sealed: bool = False
     closed: bool = False
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a party knows of a request before decoding its arrays: the method, the caller's
+    session and credential, the header's arguments (buffer references unresolved), the
+    caller's request number and the request's CPU deadline."""
+
+    spec: Restricted
+    session: Session | None
+    args: Mapping[str, Any]
+    analyst: str
+    number: int | None
+    deadline: CpuDeadline
 
 
 def token_key(token: str) -> str:
@@ -122,103 +173,180 @@ class Party:
                     protocol[spec.name] = spec
         cls.PROTOCOL = protocol
 
-    def __init__(self, name: str, *, ledger: str | None, owner_secret: str | None, max_request_bytes: int) -> None:
+    def __init__(self, name: str, *, ledger: str | None, owner_secret: str | None, max_request_bytes: int,
+                 max_header_bytes: int = MAX_HEADER_BYTES, seconds_per_request: float | None = None) -> None:
         if owner_secret is not None and (not isinstance(owner_secret, str) or len(owner_secret) < 16):
             raise ConfigError("the owner credential must be a str of at least 16 characters")
         self.name = name
         self._ledger = SiteLedger(ledger)
         self._owner = owner_secret
         self._max_request_bytes = max_request_bytes
+        self._max_header_bytes = max_header_bytes
+        self._seconds = seconds_per_request
         self._sessions: dict[str, Session] = {}
+        self._replies: dict[tuple[str, int], dict[str, Any]] = {}  # (session, request number) -> what was sent
         self._lock = threading.Lock()
+        self._current = threading.local()
 
     @property
     def max_request_bytes(self) -> int:
         """The largest request message this party reads (a transport may refuse larger ones early)."""
         return self._max_request_bytes
 
+    @property
+    def deadline(self) -> CpuDeadline:
+        """The CPU deadline of the request being answered (in a handler)."""
+        return self._current.deadline
+
     # -- the one entry point ------------------------------------------------------------
 
-    def call(self, message: bytes) -> bytes:
-        """Answer one wire message with one wire message (an answer or a fixed refusal)."""
+    def call(self, message: bytes, *, analyst: str = DEFAULT_ANALYST) -> bytes:
+        """Answer one wire message with one wire message (an answer or a fixed refusal).
+
+        ``analyst`` is the credential the transport authenticated (see the module docstring).
+        Nothing raised inside reaches the caller: every failure is a fixed refusal.
+        """
         with self._lock if self.SERIAL else nullcontext():
             try:
-                return _wire.encode({"answer": to_wire(self._handle(message))})
+                return _wire.encode({"answer": to_wire(self._handle(message, analyst))})
             except Refusal as refusal:
                 code = refusal.code if refusal.code in self.REFUSALS else "internal"
-                return _wire.encode({"refused": {"code": code, "message": self.REFUSALS[code]}})
+            except Exception:  # noqa: BLE001 - e.g. the ledger's disk is full: still a fixed refusal
+                log.exception("party %r: a request failed outside its handler", self.name)
+                code = "internal"
+            return _wire.encode({"refused": {"code": code, "message": self.REFUSALS[code]}})
 
-    def _handle(self, message: bytes) -> Any:
+    def _handle(self, message: bytes, analyst: str) -> Any:
+        deadline = CpuDeadline(self._seconds)
+        self._current.deadline, self._current.analyst = deadline, analyst
+        known: dict[str, Any] = {"spec": None, "session": None, "charged": 0, "number": None}
         try:
-            request = _wire.decode(message, max_bytes=self._max_request_bytes)
+            return self._serve(message, analyst, deadline, known)
+        except Refusal:
+            raise
+        except Exception as exc:  # never let an exception's text (which may quote data) out
+            log.exception("party %r: request %s failed", self.name, getattr(known["spec"], "name", None))
+            refusal = Refusal("internal", error=type(exc).__name__)
+            if known["spec"] is None:
+                self._ledger.append("refused", code="internal", method=None, error=type(exc).__name__, sync=False)
+                raise refusal from None
+            self._refuse(known["spec"], known["session"], refusal, charged=known["charged"], number=known["number"])
+
+    def _serve(self, message: bytes, analyst: str, deadline: CpuDeadline, known: dict[str, Any]) -> Any:
+        try:
+            header, payload = _wire.decode_header(message, max_bytes=self._max_request_bytes,
+                                                  max_header=self._max_header_bytes)
         except _wire.WireError:
-            self._ledger.append("refused", code="malformed", method=None)
+            self._ledger.append("refused", code="malformed", method=None, sync=False)
             raise Refusal("malformed") from None
-        if not isinstance(request, dict) or set(request) != {"method", "args"} or not isinstance(request["args"], dict):
-            self._ledger.append("refused", code="malformed", method=None)
+        if not isinstance(header, dict) or set(header) != {"method", "args"} or not isinstance(header["args"], dict):
+            self._ledger.append("refused", code="malformed", method=None, sync=False)
             raise Refusal("malformed")
-        spec = self.PROTOCOL.get(request["method"]) if isinstance(request["method"], str) else None
+        spec = self.PROTOCOL.get(header["method"]) if isinstance(header["method"], str) else None
         if spec is None:
-            self._ledger.append("refused", code="unknown_method", method=None)
+            self._ledger.append("refused", code="unknown_method", method=None, sync=False)
             raise Refusal("unknown_method")
-        args = dict(request["args"])
+        args = dict(header["args"])
         session = None
         if spec.session:
-            session = self._session(args.pop("session", None), spec.name)
+            session = self._session(args.pop("session", None), spec.name, analyst)
         if spec.owner:
             self._check_owner(args.pop("owner", None), spec.name)
+        known.update(spec=spec, session=session)
+        try:
+            number = REQUEST.parse(args.pop("request", None))
+        except Refusal:
+            self._refuse(spec, session, Refusal("malformed"), charged=0)
         if set(args) - set(spec.request):
-            self._refuse(spec, session, Refusal("malformed"), charged=False)
+            self._refuse(spec, session, Refusal("malformed"), charged=0)
+        if session is not None and number is not None and (session.key, number) in self._replies:
+            return self._replay_reply(spec, session, number)
+        request = Request(spec, session, args, analyst, number, deadline)
         try:
-            charged = self._charge(spec, session)
+            charged = self._admit(request)
         except Refusal as refusal:
-            self._refuse(spec, session, refusal, charged=False)
+            self._refuse(spec, session, refusal, charged=0)
+        known.update(charged=charged, number=number)
         try:
-            kwargs = {name: f.parse(args.get(name)) for name, f in spec.request.items()}
+            resolved = _wire.resolve(args, payload)
+            kwargs = {name: f.parse(resolved.get(name)) for name, f in spec.request.items()}
+            deadline.check()
             answer, ledger = spec.handler(self, session, **kwargs)
+        except _wire.WireError:
+            self._refuse(spec, session, Refusal("malformed"), charged=charged, number=number)
+        except TimeoutError:
+            self._refuse(spec, session, Refusal("timeout"), charged=charged, number=number)
         except Refusal as refusal:
-            self._refuse(spec, session, refusal, charged=charged)
-        except Exception as exc:  # never let an exception's text (which may quote data) out
-            self._refuse(spec, session, Refusal("internal", error=type(exc).__name__), charged=charged)
+            self._refuse(spec, session, refusal, charged=charged, number=number)
         if type(answer) is not spec.answers:
-            self._refuse(spec, session, Refusal("internal", error="answer type"), charged=charged)
+            self._refuse(spec, session, Refusal("internal", error="answer type"), charged=charged, number=number)
         if ledger is not None:
+            extra: dict[str, Any] = {}
+            if charged:
+                extra = {"request": number, "reply": to_wire(answer)}
+                if number is not None:
+                    self._replies[session.key, number] = {"reply": extra["reply"]}
             self._ledger.append(spec.name, session=None if session is None else session.key, charged=charged,
-                                **ledger)
+                                **extra, **ledger)
         return answer
 
-    def _refuse(self, spec: Restricted, session: Session | None, refusal: Refusal, *, charged: bool) -> None:
+    def _refuse(self, spec: Restricted, session: Session | None, refusal: Refusal, *, charged: int,
+                number: int | None = None) -> None:
+        extra: dict[str, Any] = {}
+        if charged:
+            extra = {"request": number}
+            if number is not None and session is not None:
+                self._replies[session.key, number] = {"code": refusal.code}
         self._ledger.append("refused", method=spec.name, code=refusal.code, charged=charged,
-                            session=None if session is None else session.key, **refusal.ledger)
+                            session=None if session is None else session.key, sync=bool(charged),
+                            **extra, **refusal.ledger)
         raise refusal
 
-    def _charge(self, spec: Restricted, session: Session | None) -> bool:
-        """Hook: check and count the budget a request uses; return whether it is charged.
+    def _replay_reply(self, spec: Restricted, session: Session, number: int) -> Any:
+        """A request sent again: what was sent the first time, recorded, never charged again."""
+        kept = self._replies[session.key, number]
+        self._ledger.append("replayed", method=spec.name, session=session.key, request=number, sync=False)
+        if "code" in kept:
+            raise Refusal(kept["code"])
+        return from_wire(kept["reply"])
 
-        Called after the session is known and before the request's fields are parsed, so
-        a request that is refused later is charged like an answered one.  Raise
-        :class:`Refusal` (e.g. ``"budget"``) to refuse without charging.
+    def _admit(self, request: Request) -> int:
+        """Hook: check and count what a request uses; return how many answers it is charged.
+
+        Called with the header's arguments after the session is known and before any array
+        is decoded or field parsed, so a request refused later is charged like an answered
+        one.  Raise :class:`Refusal` (e.g. ``"budget"``) to refuse without charging.  The
+        default keeps the older hook: :meth:`_charge` says whether it costs one answer.
         """
+        return int(bool(self._charge(request.spec, request.session)))
+
+    def _charge(self, spec: Restricted, session: Session | None) -> bool:
+        """Hook (see :meth:`_admit`): whether a request is charged."""
         return False
 
     # -- sessions -----------------------------------------------------------------------
 
-    def _issue(self, role: str, unit: str, **ledger: Any) -> tuple[str, Session]:
+    def _issue(self, role: str, unit: str, analyst: str = DEFAULT_ANALYST, **ledger: Any) -> tuple[str, Session]:
         """A new session: its token (returned once, stored only as a hash) and its state."""
         token = secrets.token_urlsafe(32)
         key = token_key(token)
-        session = self._sessions[key] = Session(key, role, unit)
-        self._ledger.append("session", session=key, role=role, unit=unit, **ledger)
+        session = self._sessions[key] = Session(key, role, unit, analyst)
+        self._ledger.append("session", session=key, role=role, unit=unit, analyst=analyst, **ledger)
         return token, session
 
-    def _session(self, token: Any, method: str) -> Session:
+    @property
+    def caller(self) -> str:
+        """The analyst credential of the request being answered (in a handler)."""
+        return getattr(self._current, "analyst", DEFAULT_ANALYST)
+
+    def _session(self, token: Any, method: str, analyst: str) -> Session:
         try:
             key = token_key(TOKEN.parse(token))
         except Refusal:
             key = None
         session = self._sessions.get(key) if key is not None else None
-        if session is None or session.closed:
-            self._ledger.append("refused", method=method, code="session", charged=False)
+        if session is None or session.closed or session.analyst != analyst:
+            self._ledger.append("refused", method=method, code="session", charged=False, sync=False)
             raise Refusal("session")
         return session
 
@@ -226,7 +354,7 @@ class Party:
         ok = self._owner is not None and isinstance(credential, str) \
             and hmac.compare_digest(credential.encode(), self._owner.encode())
         if not ok:
-            self._ledger.append("refused", method=method, code="owner", charged=False)
+            self._ledger.append("refused", method=method, code="owner", charged=False, sync=False)
             raise Refusal("owner")
 
     @restricted(answers=Closed, owner=True)
@@ -240,9 +368,14 @@ class Party:
         for entry in self._ledger.entries:
             event = entry.get("event")
             if event == "session":
-                self._sessions[entry["session"]] = Session(entry["session"], entry["role"], entry["unit"])
+                self._sessions[entry["session"]] = Session(entry["session"], entry["role"], entry["unit"],
+                                                           entry.get("analyst", DEFAULT_ANALYST))
             elif event == "close_session":
                 self._sessions[entry["closed"]].closed = True
+            number, key = entry.get("request"), entry.get("session")
+            if entry.get("charged") and number is not None and key is not None:
+                self._replies[key, number] = {"code": entry["code"]} if event == "refused" else \
+                    {"reply": entry["reply"]}
             self._replay(entry)
 
     def _replay(self, entry: Mapping[str, Any]) -> None:

@@ -1,8 +1,11 @@
 """``raytune-fed site serve``: start a site as an authenticated network service.
 
-The owner runs this on the site's machine with its policy, its data and two secrets: the
-analysts' bearer token (``--token-file``) and, optionally, its own credential for closing
-sessions (``--owner-token-file``).  The data is a ``.csv``/``.csv.gz``/``.parquet`` table
+The owner runs this on the site's machine with its policy, its data and its secrets: the
+analysts' bearer tokens (``--token-file`` for the credential named ``analyst``, and a
+``token_file`` per ``[analysts.<name>]`` table of the policy) and, optionally, its own
+credential for closing sessions (``--owner-token-file``).  The service logs to the
+policy's ``log`` file (rotated; by default beside the ledger), never to its standard
+streams once it listens.  The data is a ``.csv``/``.csv.gz``/``.parquet`` table
 with ``--target`` naming the label column, or an ``.npz`` with arrays ``X`` and ``y``
 (read with ``allow_pickle=False``).
 """
@@ -24,7 +27,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     s.add_argument("--policy", required=True, help="the site's policy file (.toml or .json)")
     s.add_argument("--data", required=True, help="the site's rows: .csv/.csv.gz/.parquet (with --target) or .npz")
     s.add_argument("--target", default=None, help="label column of a table file")
-    s.add_argument("--token-file", required=True, help="file holding the analysts' bearer token")
+    s.add_argument("--token-file", default=None,
+                   help="file holding the bearer token of the analyst credential 'analyst' (needed unless the "
+                        "policy names analysts with token files)")
     s.add_argument("--owner-token-file", default=None, help="file holding the owner's credential")
     add_listen_arguments(s)
     return s
@@ -39,11 +44,24 @@ def add_listen_arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument("--url-file", default=None, help="write the service's URL to this file once it listens")
 
 
-def serve_until_stopped(party: Any, token: str, args: argparse.Namespace, banner: str) -> None:
-    """Serve ``party`` with the listen arguments; print ``banner`` (``{url}`` filled in), write the URL file."""
-    from raytune_fed.federation._service import serve
+def serve_until_stopped(party: Any, token: str | None, args: argparse.Namespace, banner: str, *,
+                        tokens: dict[str, str] | None = None, log_file: str | None = None) -> None:
+    """Serve ``party`` with the listen arguments; print ``banner`` (``{url}`` filled in), write the URL file.
 
-    server = serve(party, token=token, host=args.host, port=args.port, certfile=args.cert, keyfile=args.key)
+    ``log_file``: where the party's log goes (rotated) while it serves.
+    """
+    from raytune_fed.federation._service import log_to, serve
+
+    server = serve(party, token=token, tokens=tokens, host=args.host, port=args.port, certfile=args.cert,
+                   keyfile=args.key)
+    if log_file is not None:
+        try:
+            log_to(log_file)
+        except OSError as exc:
+            server.server_close()
+            from raytune_fed.errors import ConfigError
+
+            raise ConfigError(f"cannot write the log file {log_file!r}: {exc.strerror}") from None
     print(banner.format(url=server.url), flush=True)
     if args.url_file:
         Path(args.url_file).write_text(server.url + "\n")
@@ -68,10 +86,23 @@ def run(args: argparse.Namespace) -> None:
     from raytune_fed.federation._site import Site
     from raytune_fed.federation._transports import read_token
 
+    from raytune_fed.errors import ConfigError
+    from raytune_fed.federation._party import DEFAULT_ANALYST
+
     policy = load_policy(args.policy)
-    token = read_token(args.token_file, "token")
+    tokens = {name: read_token(a.token_file, f"token of analyst {name!r}")
+              for name, a in policy.analysts.items() if a.token_file is not None}
+    if args.token_file:
+        if DEFAULT_ANALYST in tokens:
+            raise ConfigError(f"--token-file is the credential {DEFAULT_ANALYST!r}, which the policy's "
+                              f"[analysts.{DEFAULT_ANALYST}] already gives a token file")
+        tokens[DEFAULT_ANALYST] = read_token(args.token_file, "token")
+    if not tokens:
+        raise ConfigError("give --token-file, or name analysts with token files in the policy ([analysts.<name>])")
     owner = read_token(args.owner_token_file, "owner token") if args.owner_token_file else None
+    if owner is not None and owner in tokens.values():
+        raise ConfigError("the owner's credential must differ from every analyst's token")
     X, y = _load_data(args.data, args.target)
     site = Site(X, y, policy, owner_secret=owner)
-    serve_until_stopped(site, token, args, f"site {policy.name!r} serving on {{url}} ({len(y)} rows, "
-                                           f"{site.n_features} features)")
+    serve_until_stopped(site, None, args, f"site {policy.name!r} serving on {{url}} ({len(y)} rows, "
+                                          f"{site.n_features} features)", tokens=tokens, log_file=policy.log_file)

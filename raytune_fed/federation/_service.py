@@ -1,11 +1,16 @@
 """A site as an authenticated network service on its own machine.
 
 ``serve(site, ...)`` answers ``POST /call`` with the site's :meth:`Party.call`; nothing
-else is served.  A request must carry ``Authorization: Bearer <token>`` (compared in
-constant time) and a body of at most the policy's ``max_request_bytes``; the body is a
+else is served.  A request must carry ``Authorization: Bearer <token>`` of one of the
+site's analyst credentials (compared in constant time; the credential's name is what the
+site charges) and a body of at most the policy's ``max_request_bytes``; the body is a
 wire message (JSON header plus raw numeric buffers, :mod:`raytune_fed.federation._wire`),
 never unpickled, so a pickle sent here is refused by the message parser without being
-loaded.  With a certificate and key the server speaks TLS only.
+loaded.  With a certificate and key the server speaks TLS only.  Nothing a request does
+reaches the process's standard streams: the handler turns every exception into a fixed
+``500`` reply, and what is worth logging goes to the party's log
+(``logging.getLogger("raytune_fed.federation")``), which ``raytune-fed site serve``
+writes to a rotated file in the site's directory (:func:`log_to`).
 
 Why the standard library's ``http.server`` and not Ray Serve: the boundary's whole point
 is that the site shares no runtime with the analyst, and a plain process with one
@@ -17,12 +22,30 @@ far above what scoring models allows.
 from __future__ import annotations
 
 import hmac
+import logging
+import logging.handlers
+import os
 import ssl
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Mapping
 
 from raytune_fed.errors import ConfigError
+from raytune_fed.federation._party import DEFAULT_ANALYST
 from raytune_fed.federation._transports import CONTENT_TYPE
+
+log = logging.getLogger("raytune_fed.federation")
+LOG_BYTES = 1 << 20
+LOG_BACKUPS = 3
+
+
+def log_to(path: str | os.PathLike) -> logging.Handler:
+    """Send the parties' log to ``path``, rotated at ``LOG_BYTES`` with ``LOG_BACKUPS`` old files kept."""
+    handler = logging.handlers.RotatingFileHandler(path, maxBytes=LOG_BYTES, backupCount=LOG_BACKUPS)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    return handler
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -43,11 +66,21 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        try:
+            self._post()
+        except Exception:  # noqa: BLE001 - nothing a request does may kill its thread or reach stderr
+            log.exception("a request to %s failed in the HTTP layer", self.path[:100])
+            try:
+                self._reply(500, b"internal error\n", close=True)
+            except Exception:  # noqa: BLE001 - the connection is gone
+                self.close_connection = True
+
+    def _post(self) -> None:
         server: SiteServer = self.server  # type: ignore[assignment]
         if self.path != "/call":
             return self._reply(404, b"not found\n", close=True)
-        given = self.headers.get("Authorization", "").encode("utf-8", "replace")
-        if not hmac.compare_digest(given, server.expected_auth):
+        analyst = server.analyst_of(self.headers.get("Authorization", ""))
+        if analyst is None:
             return self._reply(401, b"unauthorised\n", close=True)
         if self.headers.get("Content-Type") != CONTENT_TYPE:
             return self._reply(415, b"unsupported content type\n", close=True)
@@ -57,7 +90,7 @@ class _Handler(BaseHTTPRequestHandler):
         if int(length) > server.max_bytes:
             return self._reply(413, b"request too large\n", close=True)
         body = self.rfile.read(int(length))
-        self._reply(200, server.site.call(body))
+        self._reply(200, server.site.call(body, analyst=analyst))
 
     def do_GET(self) -> None:  # noqa: N802
         self._reply(405, b"only POST /call\n", close=True)
@@ -67,15 +100,30 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # requests are in the site's ledger
         return
 
+    def log_error(self, format: str, *args: Any) -> None:  # e.g. a malformed request line: the log, not stderr
+        log.info("HTTP: " + format, *args)
+
 
 class SiteServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, site: Any, address: tuple[str, int], token: str, max_bytes: int) -> None:
+    def __init__(self, site: Any, address: tuple[str, int], tokens: Mapping[str, str], max_bytes: int) -> None:
         self.site = site
-        self.expected_auth = f"Bearer {token}".encode()
+        self._auth = [(f"Bearer {token}".encode(), name) for name, token in tokens.items()]
         self.max_bytes = max_bytes
         super().__init__(address, _Handler)
+
+    def analyst_of(self, authorization: str) -> str | None:
+        """The credential named by an ``Authorization`` header, or ``None`` (every token compared, in constant time)."""
+        given = authorization.encode("utf-8", "replace")
+        found = None
+        for expected, name in self._auth:
+            if hmac.compare_digest(given, expected):
+                found = name
+        return found
+
+    def handle_error(self, request: Any, client_address: Any) -> None:  # never a traceback on stderr
+        log.exception("a connection from %s failed", client_address[0] if client_address else "?")
 
     @property
     def url(self) -> str:
@@ -84,15 +132,24 @@ class SiteServer(ThreadingHTTPServer):
         return f"{scheme}://{host}:{port}"
 
 
-def serve(site: Any, *, token: str, host: str = "127.0.0.1", port: int = 0, certfile: str | None = None,
-          keyfile: str | None = None) -> SiteServer:
+def serve(site: Any, *, token: str | None = None, tokens: Mapping[str, str] | None = None, host: str = "127.0.0.1",
+          port: int = 0, certfile: str | None = None, keyfile: str | None = None) -> SiteServer:
     """A bound (not yet serving) server for ``site`` (any :class:`~raytune_fed.federation.Party`, e.g. a
-    SecureBoost passive party); call ``serve_forever()`` on it."""
-    if not isinstance(token, str) or len(token) < 16:
-        raise ConfigError("the service token must be a str of at least 16 characters")
+    SecureBoost passive party); call ``serve_forever()`` on it.
+
+    ``tokens`` maps analyst credential names to bearer tokens; ``token`` alone is the
+    credential ``DEFAULT_ANALYST``.
+    """
+    tokens = dict(tokens or {})
+    if token is not None:
+        tokens.setdefault(DEFAULT_ANALYST, token)
+    if not tokens or any(not isinstance(t, str) or len(t) < 16 for t in tokens.values()):
+        raise ConfigError("the service needs at least one token, each a str of at least 16 characters")
+    if len(set(tokens.values())) != len(tokens):
+        raise ConfigError("two analyst credentials share a token; give each its own")
     if (certfile is None) != (keyfile is None):
         raise ConfigError("give both a certificate and its key for TLS, or neither")
-    server = SiteServer(site, (host, port), token, site.max_request_bytes + (1 << 16))
+    server = SiteServer(site, (host, port), tokens, site.max_request_bytes + (1 << 16))
     if certfile is not None:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2

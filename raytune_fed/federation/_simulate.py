@@ -9,7 +9,10 @@ side only :class:`SiteClient` objects:
 * ``"actor"`` - Ray actors (:func:`remote_site`), placed on ``site:<name>`` nodes;
 * ``"service"`` - one ``raytune-fed site serve`` process per site on this machine
   (127.0.0.1, a random bearer token each; TLS with a self-signed certificate when
-  ``tls=True``), the deployment whose boundary holds.
+  ``tls=True``), the deployment whose boundary holds.  Each logs to a rotated file in
+  its directory (``<ledger>.log``); its standard output is discarded and its standard
+  error (written to only if it fails to start) goes to ``serve.err`` there, so no
+  process ever blocks on a pipe nobody reads.
 """
 
 from __future__ import annotations
@@ -103,12 +106,9 @@ def start_sites(sites: Mapping[str, tuple[Any, Any]], *, template: Mapping[str, 
 
 def _serve(workdir: Path, policy: Policy, X: Any, y: Any, owner: str,
            certs: tuple[Path, Path] | None) -> tuple[Any, Path, str]:
-    from dataclasses import asdict
-
     base = workdir / policy.name
     base.mkdir(exist_ok=True)
-    data = asdict(policy)
-    (base / "policy.json").write_text(json.dumps(data))
+    (base / "policy.json").write_text(json.dumps(policy.as_mapping()))
     np.savez(base / "rows.npz", X=np.asarray(X, dtype=float), y=np.asarray(y))
     token = secrets.token_urlsafe(24)
     for fname, secret in (("token", token), ("owner", owner)):
@@ -118,10 +118,11 @@ def _serve(workdir: Path, policy: Policy, X: Any, y: Any, owner: str,
     url_file = base / "url"
     url_file.unlink(missing_ok=True)
     tls = [] if certs is None else ["--cert", str(certs[0]), "--key", str(certs[1])]
-    proc = subprocess.Popen([sys.executable, "-m", "raytune_fed.cli", "site", "serve", "--policy",
-                             str(base / "policy.json"), "--data", str(base / "rows.npz"), "--token-file",
-                             str(base / "token"), "--owner-token-file", str(base / "owner"), "--port", "0",
-                             "--url-file", str(url_file), *tls], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    with open(base / "serve.err", "wb") as err:  # the child keeps its own descriptor
+        proc = subprocess.Popen([sys.executable, "-m", "raytune_fed.cli", "site", "serve", "--policy",
+                                 str(base / "policy.json"), "--data", str(base / "rows.npz"), "--token-file",
+                                 str(base / "token"), "--owner-token-file", str(base / "owner"), "--port", "0",
+                                 "--url-file", str(url_file), *tls], stdout=subprocess.DEVNULL, stderr=err)
     return proc, url_file, token
 
 
@@ -129,7 +130,8 @@ def _wait_url(proc: Any, url_file: Path, limit: float = 600.0) -> str:
     give_up = time.monotonic() + limit
     while not (url_file.exists() and url_file.read_text().strip()):
         if proc.poll() is not None:
-            raise ConfigError(f"a site service exited at start: {proc.stderr.read().decode().strip()[-300:]}")
+            said = (url_file.parent / "serve.err").read_text(errors="replace").strip()[-300:]
+            raise ConfigError(f"a site service exited at start: {said}")
         if time.monotonic() > give_up:
             raise ConfigError(f"a site service did not start within {limit:.0f} s")
         time.sleep(0.05)

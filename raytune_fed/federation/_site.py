@@ -11,15 +11,25 @@ ledger.  Its protocol (every method a :func:`restricted` one, reached through
   of a :class:`~raytune_fed.models.ModelRecord` on the unit's in-bag rows (its split comes
   from the site's seed and the unit), exactly or through Thresholdout run by the site
   (``train_loss`` is the analyst's resubstitution error, the mechanism's train value);
-  charged against the site's budget whether answered or refused;
-* ``final_evaluation(session, models)`` - once per unit and role (``finals_per_unit``):
-  the losses on the out-of-bag rows (curator) or on all rows (lockbox); the answer is used
-  up as soon as the request arrives, even if it is then refused;
+  charged one answer whether answered or refused;
+* ``final_evaluation(session, models)`` - once per unit and role (``finals_per_unit``),
+  and for the lockbox at most ``lockbox_answers`` times in the site's life: the losses of
+  at most ``[final] max_models`` models on the out-of-bag rows (curator) or on all rows
+  (lockbox), each model charged one answer; the answer is used up as soon as the
+  request arrives, even if it is then refused;
 * ``status(session)``, ``ledger(session)`` - the session's own counts and history;
 * ``close_session(session, owner)`` - the owner only.
 
 Every model passes the learner's record validation and the differencing guard before
 its loss is computed; predictions are the site's own, positions into its own label set.
+Every answer is charged to the site's lifetime ``[budget] answers`` and to the share of
+the analyst credential whose session asked (see :mod:`raytune_fed.federation._policy`),
+before the request's arrays are decoded.
+
+Thresholdout's noise for a query is drawn from a stream derived from the site's seed,
+the unit, the query's place in its session and the predictions asked about, never from
+one stream in arrival order: the same grid gets the same answers on any run, with any
+number of concurrent cells, after a restart and after a resume.
 """
 
 from __future__ import annotations
@@ -34,7 +44,7 @@ from raytune_fed.errors import ConfigError
 from raytune_fed.federation._data import site_data
 from raytune_fed.federation._fields import Model, Models, Real, Refusal, Text, Units, record_fingerprint
 from raytune_fed.federation._guard import DifferencingGuard, packed_hex
-from raytune_fed.federation._party import Party, Session, restricted
+from raytune_fed.federation._party import Party, Request, Session, restricted
 from raytune_fed.federation._policy import MECHANISMS, ROLES, Policy
 from raytune_fed.federation._records import (
     MAX_LEDGER_ENTRIES, FinalLosses, Ledger, LedgerEntry, Loss, ScheduleReceipt, SessionTicket, SiteStatus)
@@ -56,7 +66,9 @@ class Site(Party):
         if labels.size != 2:
             raise ConfigError(f"site {policy.name!r}: RFMS sites need rows of exactly 2 classes, got {labels.size}")
         super().__init__(policy.name, ledger=policy.ledger, owner_secret=owner_secret,
-                         max_request_bytes=policy.limits.max_request_bytes)
+                         max_request_bytes=policy.limits.max_request_bytes,
+                         max_header_bytes=policy.limits.max_header_bytes,
+                         seconds_per_request=policy.limits.seconds_per_query)
         self.policy = policy
         self._X = X
         self._y = (y == labels[1]).astype(np.int8)  # positions into the site's own sorted labels
@@ -65,12 +77,15 @@ class Site(Party):
         self._units: dict[str, Unit] = {}
         self._splits: dict[str, np.ndarray] = {}
         self._budget_used = 0
+        self._answers = policy.lifetime_answers(len(y))
+        self._answers_used: Counter[str] = Counter()  # by analyst credential
         self._finals: Counter[tuple[str, str]] = Counter()
+        self._approved_lockbox_units: int | None = None
         self._guard = DifferencingGuard(len(y), policy.guard.k)
         self._exact: set[tuple[str, str]] = set()  # (predictions, rows) of every model answered exactly
         t = policy.thresholdout
         self._thresholdout = Thresholdout(threshold=t.threshold, sigma=t.sigma, gamma=t.gamma, budget=t.budget,
-                                          seed=derive(policy.seed, "thresholdout"))
+                                          seed=derive(policy.seed, "thresholdout"))  # noise: _noise(), per query
         self._restore()
 
     @property
@@ -100,30 +115,43 @@ class Site(Party):
         if session.role == "curator":
             return self._finals[session.unit, "curator"] < self.policy.curator.finals_per_unit
         per_unit = self._finals[session.unit, "lockbox"] < self.policy.lockbox.finals_per_unit
-        life = self.policy.lockbox.max_answers
         used = sum(n for (_, role), n in self._finals.items() if role == "lockbox")
-        return per_unit and (life is None or used < life)
+        return per_unit and used < self.policy.lockbox_answers(self._approved_lockbox_units)
 
-    # -- budget and one-shot answers (before any field is parsed) ------------------------
+    def answers_left(self, analyst: str) -> int:
+        """Answers the site may still give credential ``analyst`` (its share and the site's lifetime budget)."""
+        site = self._answers - sum(self._answers_used.values())
+        own = self.policy.analyst_answers(analyst, len(self._y)) - self._answers_used[analyst]
+        return max(min(site, own), 0)
 
-    def _charge(self, spec: Any, session: Session | None) -> bool:
+    # -- budget and one-shot answers (before any array is decoded) ----------------------
+
+    def _admit(self, request: Request) -> int:
+        spec, session = request.spec, request.session
         if spec.name == "query":
             if session.role != "curator":
                 raise Refusal("role")
             if session.sealed:
                 raise Refusal("sealed")
-            if self._budget_used >= self.policy.curator.query_budget:
+            if self._budget_used >= self.policy.curator.query_budget or self.answers_left(session.analyst) < 1:
                 raise Refusal("budget")
             self._budget_used += 1
             session.n_queries += 1
-            return True
+            self._answers_used[session.analyst] += 1
+            return 1
         if spec.name == "final_evaluation":
+            models = request.args.get("models")
+            if not isinstance(models, list) or not 1 <= len(models) <= self.policy.final.max_models:
+                raise Refusal("malformed")  # decided by the request alone: nothing computed, nothing charged
             if session.sealed or not self._finals_allowed(session):
                 raise Refusal("sealed")
+            if self.answers_left(session.analyst) < len(models):
+                raise Refusal("budget")
             self._finals[session.unit, session.role] += 1
             session.sealed = True
-            return True
-        return False
+            self._answers_used[session.analyst] += len(models)
+            return len(models)
+        return 0
 
     # -- the protocol -------------------------------------------------------------------
 
@@ -133,7 +161,8 @@ class Site(Party):
             if units.digest != self._schedule.digest:
                 raise Refusal("schedule")
             return ScheduleReceipt(self.name, len(self._units), units.digest), None
-        if len(units.units) > self.policy.max_units:
+        approved = self.policy.schedule.approved
+        if len(units.units) > self.policy.max_units or (approved is not None and units.digest != approved):
             raise Refusal("schedule")
         self._accept(units)
         return (ScheduleReceipt(self.name, len(self._units), units.digest),
@@ -142,6 +171,8 @@ class Site(Party):
     def _accept(self, schedule: Schedule) -> None:
         self._schedule = schedule
         self._units = schedule.for_site(self.name)
+        if schedule.digest == self.policy.schedule.approved:
+            self._approved_lockbox_units = sum(u.lockbox == self.name for u in self._units.values())
 
     @restricted(request={"unit": Text(max_len=2000), "role": Text(choices=ROLES)}, answers=SessionTicket,
                 session=False)
@@ -150,17 +181,17 @@ class Site(Party):
             raise Refusal("schedule")
         if role not in self.policy.roles:
             raise Refusal("role")
-        token, session = self._issue(role, unit)
+        token, session = self._issue(role, unit, self.caller)
         return SessionTicket(token, self.name, role, unit, int(self._rows(session, final=False).sum())), None
 
     def _score(self, record: Any, rows: np.ndarray) -> np.ndarray:
         """The site's own 0/1 predictions of a validated record on ``rows`` (all other rows 0)."""
+        deadline = self.deadline.check
         try:
-            model = rebuild_model(record, self.n_features, n_rows=int(rows.sum()))
+            model = rebuild_model(record, self.n_features, n_rows=int(rows.sum()), deadline=deadline)
+            pred = model.predict(self._X[rows], deadline=deadline)
         except RecordError:
             raise Refusal("record", fingerprint=record_fingerprint(record)) from None
-        try:
-            pred = model.predict(self._X[rows], seconds=self.policy.limits.seconds_per_query)
         except TimeoutError:
             raise Refusal("timeout", fingerprint=record_fingerprint(record)) from None
         if pred.shape != (int(rows.sum()),) or pred.dtype != np.int8 or np.any((pred != 0) & (pred != 1)):
@@ -192,17 +223,23 @@ class Site(Party):
             self._exact.add(bits)
         answer = loss
         if mechanism == "thresholdout":
-            answer = min(max(self._thresholdout.answer(train_loss, loss), 0.0), 1.0)
-            ledger["th"] = [train_loss, loss]
+            draw = session.n_queries
+            noise = self._noise(session.unit, draw, bits)
+            answer = min(max(self._thresholdout.answer(train_loss, loss, rng=noise), 0.0), 1.0)
+            ledger["th"] = [train_loss, loss, draw]
         if not repeat:
             self._guard.add(pred, rows)
         ledger["answer"] = answer
         return Loss(answer, int(rows.sum()), time.perf_counter() - start), ledger
 
+    def _noise(self, unit: str, draw: int, bits: tuple[str, str]) -> np.random.Generator:
+        """Thresholdout's stream for the ``draw``-th query of a session of ``unit`` about predictions ``bits``."""
+        from raytune_fed.random import derive
+
+        return np.random.default_rng(derive(self.policy.seed, "thresholdout", unit, draw, bits[0] + bits[1]))
+
     @restricted(request={"models": Models(max_len=256)}, answers=FinalLosses)
     def final_evaluation(self, session: Session, models: tuple[Any, ...]) -> tuple[FinalLosses, dict[str, Any]]:
-        if len(models) > self.policy.final.max_models:
-            raise Refusal("malformed")
         rows = self._rows(session, final=True)
         preds = [self._score(m, rows) for m in models]  # every record is validated before any loss
         values: list[float | None] = []
@@ -222,7 +259,7 @@ class Site(Party):
     @restricted(answers=SiteStatus)
     def status(self, session: Session) -> tuple[SiteStatus, None]:
         rows = self._rows(session, final=False)
-        left = max(self.policy.curator.query_budget - self._budget_used, 0)
+        left = min(max(self.policy.curator.query_budget - self._budget_used, 0), self.answers_left(session.analyst))
         return SiteStatus(self.name, session.role, session.unit, int(rows.sum()), session.n_queries, left,
                           session.sealed), None
 
@@ -249,6 +286,10 @@ class Site(Party):
             self._accept(Schedule.from_list(entry["units"], max_units=len(entry["units"])))
         method = entry.get("method") if event == "refused" else event
         if entry.get("charged") and session is not None:
+            charged = entry["charged"]
+            if charged is True:  # a ledger written before answers were counted: a final charged its models
+                charged = len(entry.get("fingerprints", ())) or 1
+            self._answers_used[session.analyst] += int(charged)
             if method == "query":
                 self._budget_used += 1
                 session.n_queries += 1
@@ -259,8 +300,10 @@ class Site(Party):
             self._guard.add_packed(entry["pred"], entry["rows"])
             if entry["mechanism"] == "exact":
                 self._exact.add((entry["pred"], entry["rows"]))
-            if "th" in entry:
-                self._thresholdout.answer(*entry["th"])
+            if "th" in entry:  # brings back the over-threshold count; the noise is the query's own
+                train, holdout, draw = entry["th"]
+                self._thresholdout.answer(train, holdout,
+                                          rng=self._noise(session.unit, draw, (entry["pred"], entry["rows"])))
         elif event == "final_evaluation":
             for pred in entry["preds"]:
                 if pred is not None:

@@ -11,6 +11,7 @@ import os
 import socket
 import ssl
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Sequence
 from urllib.parse import urlsplit
@@ -46,22 +47,57 @@ class LocalTransport:
         return list(pending)
 
 
+class _ActorCall:
+    """One message sent to an actor: its future, and what is needed to send it again."""
+
+    def __init__(self, actor: Any, message: bytes, wait: float) -> None:
+        self.actor, self.message, self.wait = actor, message, wait
+        self.ref = actor.call.remote(message)
+
+    def result(self) -> bytes:
+        """The reply; while the actor restarts, the same message again (safe: see the module docstring)."""
+        import ray
+        from ray.exceptions import ActorUnavailableError, RayActorError
+
+        start = time.monotonic()
+        while True:
+            try:
+                return ray.get(self.ref)
+            except RayActorError as exc:
+                # restarting: wait for it; died (a call lost with the process, or for good): a short while, since
+                # a restarted actor answers again and one that is gone fails the same way at once
+                limit = self.wait if isinstance(exc, ActorUnavailableError) else min(self.wait, 60.0)
+                if time.monotonic() - start > limit:
+                    raise QueryRefusedError(f"a site actor is unavailable ({type(exc).__name__}) "
+                                            f"after {limit:.0f} s") from None
+                time.sleep(0.2)
+                self.ref = self.actor.call.remote(self.message)
+
+
 class ActorTransport:
-    """A party inside a Ray actor whose only method is ``call``."""
+    """A party inside a Ray actor whose only method is ``call``.
+
+    A call that meets the actor restarting is sent again until it is back (at most
+    ``restart_wait`` seconds): the site's request numbers make a message sent twice cost
+    once (Ray itself retries calls already queued, ``max_task_retries=-1``).
+    """
 
     kind = "actor"
 
-    def __init__(self, actor: Any) -> None:
-        self.actor = actor
+    def __init__(self, actor: Any, *, restart_wait: float = 600.0) -> None:
+        self.actor, self.restart_wait = actor, restart_wait
 
-    def submit(self, message: bytes) -> Any:
-        return self.actor.call.remote(message)
+    def submit(self, message: bytes) -> _ActorCall:
+        return _ActorCall(self.actor, message, self.restart_wait)
 
     @staticmethod
-    def collect(pending: Sequence[Any]) -> list[bytes]:
+    def collect(pending: Sequence[_ActorCall]) -> list[bytes]:
         import ray
 
-        return list(ray.get(list(pending)))
+        try:
+            return list(ray.get([p.ref for p in pending]))
+        except ray.exceptions.RayActorError:
+            return [p.result() for p in pending]
 
 
 def read_token(path: str | os.PathLike, what: str = "token") -> str:

@@ -14,6 +14,13 @@ as raw bytes, so a 5000-tree forest costs no text encoding (JSON with base64 was
 measured slower), and no dependency beyond numpy is needed (``.npz`` adds a zip parser
 and still needs a manifest for shapes; msgpack is not a declared dependency).  A pickle
 sent where a message is expected fails the magic check and is never parsed.
+
+A receiver bounds its work before it trusts anything: :func:`decode_header` reads only
+the header (its length capped by ``max_header``, far below the message cap, so a huge
+header costs nothing but the length check) and leaves the buffer references unresolved;
+the receiver checks the method and the session on that plain JSON and only then calls
+:func:`resolve` to make the arrays.  Every walk over the header is bounded by
+``MAX_DEPTH``, and every error, whatever the input, is a :class:`WireError`.
 """
 
 from __future__ import annotations
@@ -90,10 +97,20 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def decode(message: Any, *, max_bytes: int) -> Any:
+def decode(message: Any, *, max_bytes: int, max_header: int = MAX_HEADER_BYTES) -> Any:
     """Parse a message; raise :class:`WireError` (a fixed text, never echoing input) if malformed.
 
     Arrays come back read-only and views of ``message`` (no copy).
+    """
+    header, payload = decode_header(message, max_bytes=max_bytes, max_header=max_header)
+    return resolve(header, payload)
+
+
+def decode_header(message: Any, *, max_bytes: int, max_header: int = MAX_HEADER_BYTES) -> tuple[Any, memoryview]:
+    """The message's header as plain JSON (buffer references not yet resolved) and its payload.
+
+    The header's declared length is checked against ``max_header`` before a byte of it is
+    parsed.
     """
     if not isinstance(message, (bytes, bytearray, memoryview)):
         raise WireError("a message must be bytes")
@@ -105,7 +122,7 @@ def decode(message: Any, *, max_bytes: int) -> Any:
         raise WireError("not a wire message (bad magic)")
     (n_header,) = _LEN.unpack_from(data, len(MAGIC))
     start = len(MAGIC) + _LEN.size
-    if n_header > MAX_HEADER_BYTES or start + n_header > len(data):
+    if n_header > min(max_header, MAX_HEADER_BYTES) or start + n_header > len(data):
         raise WireError("message header length is out of range")
     try:
         header = json.loads(bytes(data[start:start + n_header]).decode("utf-8"),
@@ -114,8 +131,17 @@ def decode(message: Any, *, max_bytes: int) -> Any:
         raise
     except (ValueError, RecursionError):
         raise WireError("message header is not valid JSON") from None
-    payload = data[start + n_header:]
-    return _resolve(header, payload, 0)
+    return header, data[start + n_header:]
+
+
+def resolve(header: Any, payload: memoryview) -> Any:
+    """``header`` with its buffer references replaced by read-only arrays and bytes from ``payload``."""
+    try:
+        return _resolve(header, payload, 0)
+    except WireError:
+        raise
+    except (ValueError, TypeError, OverflowError, MemoryError, RecursionError):
+        raise WireError("malformed buffer reference") from None
 
 
 def _resolve(value: Any, payload: memoryview, depth: int) -> Any:
@@ -150,7 +176,7 @@ def _array(spec: Any, payload: memoryview) -> np.ndarray:
         raise WireError("malformed array reference")
     dtype = DTYPES[code]
     count = math.prod(shape)
-    if count * dtype.itemsize != nbytes:
+    if count * dtype.itemsize != nbytes or any(s >= 1 << 62 for s in shape):  # (10**30, 0) holds 0 bytes
         raise WireError("array byte count does not match its shape and dtype")
     array = np.frombuffer(payload, dtype=dtype, count=count, offset=offset).reshape(shape)
     array.flags.writeable = False

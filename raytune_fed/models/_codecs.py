@@ -19,7 +19,7 @@ subclass here and ``record=`` on its registry entry.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -84,7 +84,7 @@ class LinearCodec(RecordCodec):
         model = steps[2]
         return {**_scaler_arrays(steps), "coef": _f8(model.coef_[0]), "intercept": _f8(model.intercept_[:1])}
 
-    def check(self, arrays, config, dims):
+    def check(self, arrays, config, dims, *, deadline=lambda: None):
         _check_keep(arrays["keep"], dims["p"])
         _check_scale(arrays["scale"])
 
@@ -117,7 +117,7 @@ class RBFKernelCodec(RecordCodec):
         return {**_scaler_arrays(steps), "support_vectors": _f8(svc.support_vectors_),
                 "dual_coef": _f8(svc.dual_coef_[0]), "intercept": _f8(svc.intercept_[:1])}
 
-    def check(self, arrays, config, dims):
+    def check(self, arrays, config, dims, *, deadline=lambda: None):
         _check_keep(arrays["keep"], dims["p"])
         _check_scale(arrays["scale"])
 
@@ -173,7 +173,7 @@ class ForestCodec(RecordCodec):
                 "feature": np.ascontiguousarray(t["feature"], dtype=DTYPES["i4"]),
                 "threshold": _f8(t["threshold"]), "value": _f8(t["value"])}
 
-    def check(self, arrays, config, dims):
+    def check(self, arrays, config, dims, *, deadline=lambda: None):
         _check_keep(arrays["keep"], dims["p"])
         counts = arrays["node_count"]
         if dims["T"] != int(config["num_trees"]):
@@ -187,23 +187,24 @@ class ForestCodec(RecordCodec):
         leaf = left == -1
         if np.any((right == -1) != leaf):
             raise RecordError("record tree nodes must have two children or none (-1, -1)")
+        deadline()
         inner = ~leaf
         size = counts[owner]
         for child in (left, right):
             c = child[inner]
             if np.any(c <= local[inner]) or np.any(c >= size[inner]):
                 raise RecordError("record tree children must point forward inside their own tree")
-        parents = np.zeros(dims["N"], dtype=np.int64)
-        np.add.at(parents, starts[owner[inner]] + left[inner], 1)
-        np.add.at(parents, starts[owner[inner]] + right[inner], 1)
+        deadline()
+        base = starts[owner[inner]]
+        parents = np.bincount(np.concatenate([base + left[inner], base + right[inner]]), minlength=dims["N"])
         if np.any(parents[local > 0] != 1) or np.any(parents[local == 0] != 0):
             raise RecordError("record trees must give every node but the root exactly one parent")
         if np.any(feat[inner] < 0) or np.any(feat[inner] >= dims["k"]):
             raise RecordError(f"record tree features must index the {dims['k']} kept columns")
         if np.any(arrays["value"] < 0.0):
             raise RecordError("record tree 'value' must be >= 0")
-        depth = _depth(left, right, starts, owner, inner)
-        if depth > self.caps["depth"]:
+        deadline()
+        if _depth(left, right, starts, owner, inner, cap=self.caps["depth"], deadline=deadline) > self.caps["depth"]:
             raise RecordError(f"record trees may be at most {self.caps['depth']} levels deep")
 
     def cost(self, arrays, dims, n_rows):
@@ -240,11 +241,17 @@ class ForestCodec(RecordCodec):
         return (total[:, 1] > total[:, 0]).astype(np.int8)
 
 
-def _depth(left: np.ndarray, right: np.ndarray, starts: np.ndarray, owner: np.ndarray, inner: np.ndarray) -> int:
-    """Levels below the roots (valid, forward-pointing trees only): one numpy step per level."""
+def _depth(left: np.ndarray, right: np.ndarray, starts: np.ndarray, owner: np.ndarray, inner: np.ndarray, *,
+           cap: int | None = None, deadline: Callable[[], None] = lambda: None) -> int:
+    """Levels below the roots (valid, forward-pointing trees only): one numpy step per level.
+
+    With ``cap`` the walk stops after ``cap + 1`` levels (a chain of a million nodes costs
+    ``cap + 1`` steps, not a million), returning ``cap + 1``.
+    """
     frontier = starts.copy()
     depth = 0
-    while frontier.size:
+    while frontier.size and (cap is None or depth <= cap):
+        deadline()
         frontier = frontier[inner[frontier]]
         if not frontier.size:
             break

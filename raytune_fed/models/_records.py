@@ -85,8 +85,10 @@ class RecordCodec(ABC):
     def encode(self, pipeline: Any, config: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Implemented by each concrete subclass."""
 
-    def check(self, arrays: Mapping[str, np.ndarray], config: Mapping[str, Any], dims: Mapping[str, int]) -> None:
-        """Structural rules beyond dtype and shape; raise :class:`RecordError`."""
+    def check(self, arrays: Mapping[str, np.ndarray], config: Mapping[str, Any], dims: Mapping[str, int], *,
+              deadline: Deadline = lambda: None) -> None:
+        """Structural rules beyond dtype and shape; raise :class:`RecordError`.  A check that walks a
+        structure stops at the cap it enforces and calls ``deadline()`` between its steps."""
 
     @abstractmethod
     def cost(self, arrays: Mapping[str, np.ndarray], dims: Mapping[str, int], n_rows: int) -> float:
@@ -110,7 +112,7 @@ def _plain_number(name: str, value: Any) -> float | int:
     return int(value) if isinstance(value, (int, np.integer)) else float(value)
 
 
-def _bind(spec: ArraySpec, array: Any, dims: dict[str, int]) -> None:
+def _bind_shape(spec: ArraySpec, array: Any, dims: dict[str, int]) -> None:
     if type(array) is not np.ndarray or array.dtype != DTYPES[spec.dtype] or array.ndim != len(spec.shape):
         raise RecordError(f"record array {spec.name!r} must be a {len(spec.shape)}-d {spec.dtype} array")
     for size, want in zip(array.shape, spec.shape):
@@ -119,6 +121,9 @@ def _bind(spec: ArraySpec, array: Any, dims: dict[str, int]) -> None:
                 raise RecordError(f"record array {spec.name!r} must have shape {spec.shape}")
         elif dims.setdefault(want, size) != size:
             raise RecordError(f"record array {spec.name!r}: dimension {want!r} disagrees with other arrays")
+
+
+def _check_finite(spec: ArraySpec, array: np.ndarray) -> None:
     if spec.dtype == "f8" and not np.isfinite(array).all():
         raise RecordError(f"record array {spec.name!r} must hold finite numbers only")
 
@@ -133,24 +138,38 @@ class SiteModel:
     codec: RecordCodec = field(repr=False)
     n_features: int
 
-    def predict(self, X: np.ndarray, *, seconds: float | None = None) -> np.ndarray:
-        """Class positions 0/1 (int8) for the site's rows; raises :class:`TimeoutError` past ``seconds``."""
+    def predict(self, X: np.ndarray, *, seconds: float | None = None, deadline: Deadline | None = None
+                ) -> np.ndarray:
+        """Class positions 0/1 (int8) for the site's rows; raises :class:`TimeoutError` past
+        ``seconds`` of wall time or when ``deadline()`` (called between chunks) raises it."""
         if X.ndim != 2 or X.shape[1] != self.n_features:
             raise ConfigError(f"X must have {self.n_features} columns, got shape {X.shape}")
         stop = math.inf if seconds is None else time.monotonic() + seconds
+        given = deadline
 
         def deadline() -> None:
             if time.monotonic() > stop:
                 raise TimeoutError("scoring exceeded the site's time limit")
+            if given is not None:
+                given()
 
         return self.codec.predict(self.arrays, self.config, X, deadline)
 
 
-def rebuild_model(record: Any, n_features: int, *, n_rows: int) -> SiteModel:
+def _no_deadline() -> None:
+    return None
+
+
+def rebuild_model(record: Any, n_features: int, *, n_rows: int, deadline: Deadline | None = None) -> SiteModel:
     """Validate ``record`` against its learner's declaration for a site with ``n_features``
-    columns and ``n_rows`` rows to score; raise :class:`RecordError` naming the first rule broken."""
+    columns and ``n_rows`` rows to score; raise :class:`RecordError` naming the first rule broken.
+
+    ``deadline()`` is called between the validation's steps (each bounded by the caps it
+    enforces) and may raise :class:`TimeoutError` to stop it.
+    """
     from raytune_fed.models._registry import LEARNERS
 
+    deadline = deadline or _no_deadline
     if type(record) is not ModelRecord:
         raise RecordError("a model must be sent as a ModelRecord")
     learner = LEARNERS.get(record.learner) if type(record.learner) is str else None
@@ -168,13 +187,17 @@ def rebuild_model(record: Any, n_features: int, *, n_rows: int) -> SiteModel:
         raise RecordError(f"record arrays must be exactly {[s.name for s in codec.specs]}")
     dims: dict[str, int] = {"p": int(n_features)}
     arrays = {}
-    for spec in codec.specs:
-        _bind(spec, record.arrays[spec.name], dims)
+    for spec in codec.specs:  # shapes first: no value is read before every size is known to be under its cap
+        _bind_shape(spec, record.arrays[spec.name], dims)
         arrays[spec.name] = record.arrays[spec.name]
     for sym, size in dims.items():
         if sym in codec.caps and size > codec.caps[sym]:
             raise RecordError(f"record dimension {sym!r}={size} exceeds the learner's cap {codec.caps[sym]}")
-    codec.check(arrays, config, dims)
+    for spec in codec.specs:
+        _check_finite(spec, arrays[spec.name])
+        deadline()
+    codec.check(arrays, config, dims, deadline=deadline)
+    deadline()
     if codec.cost(arrays, dims, n_rows) > codec.caps["cost"]:
         raise RecordError(f"record would cost more than {codec.caps['cost']:.0e} steps to score")
     frozen = {}
@@ -182,6 +205,7 @@ def rebuild_model(record: Any, n_features: int, *, n_rows: int) -> SiteModel:
         a = a.copy()
         a.flags.writeable = False
         frozen[name] = a
+    deadline()
     return SiteModel(learner.name, config, frozen, codec, int(n_features))
 
 

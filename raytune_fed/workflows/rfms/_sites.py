@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,27 +109,43 @@ def remote_sites(plan: SitePlan, path: Path) -> tuple[Any, ...]:
 def rfms_site_policy(settings: RFMSSettings, schedule: Any, n_learners: int, max_retries: int = 2) -> dict:
     """The policy template of the sites an RFMS grid simulates (each site adds its name and seed).
 
-    The grid plays every site's owner, so it sizes what must suffice for the benign methods:
-    a query budget of every query the site's curator cells can send (each method that
-    needs the remote value asks at most ``n_init + n_iter`` times per cell), one final
-    answer per unit and learner, and room for a cell to be retried ``max_retries`` times.
-    The differencing guard's ``k`` and the Thresholdout budget come from ``settings``.
+    The grid plays every site's owner, so it sizes what must suffice for the benign methods
+    and says so in each site's policy:
+
+    * a query budget of every query the site's curator cells can send (each method that
+      needs the remote value asks at most ``n_init + n_iter`` times per cell);
+    * final batches of at most what the methods can select (one model per single-objective
+      method, a Pareto set of at most ``n_init + n_iter`` per multi-objective one);
+    * one final answer per unit and learner, with room for a cell to be retried
+      ``max_retries`` times;
+    * the grid's schedule as the approved one, so the lockbox answers once per unit and
+      learner of that schedule (a site's default is once in its life);
+    * a lifetime answer budget of all of that together;
+    * the differencing guard's ``k`` and the Thresholdout budget from ``settings``.
     """
     from raytune_fed.workflows.rfms._methods import get_methods
 
-    n_remote_methods = sum(m.needs_remote for m in get_methods(settings.methods))
+    methods = get_methods(settings.methods)
+    n_remote_methods = sum(m.needs_remote for m in methods)
     per_cell = n_remote_methods * (settings.n_init + settings.n_iter)
     units_as_curator = max(sum(len(u.curators) for u in schedule.units), 1)  # over all sites: an upper bound
+    finals_per_unit = n_learners * (1 + max_retries)
+    max_models = min(sum(1 if m.kind == "single" else settings.n_init + settings.n_iter for m in methods), 256)
+    query_budget = max(per_cell * n_learners * units_as_curator * (1 + max_retries), 1)
+    finals = (units_as_curator + len(schedule.units)) * finals_per_unit * max_models
+    header = len(json.dumps(schedule.as_list(), separators=(",", ":")))
     thresholdout = {} if settings.thresholdout_budget is None else {"budget": settings.thresholdout_budget}
     return {
         "max_units": len(schedule.units),
+        "budget": {"answers": query_budget + finals},
+        "schedule": {"approved": schedule.digest},
         "curator": {"inbag_fraction": settings.inbag_fraction, "mechanisms": ["exact", "thresholdout"],
-                    "query_budget": max(per_cell * n_learners * units_as_curator * (1 + max_retries), 1),
-                    "finals_per_unit": n_learners * (1 + max_retries)},
-        "lockbox": {"finals_per_unit": n_learners * (1 + max_retries)},
-        "final": {"max_models": 256},  # every configuration the methods select, in one batch
+                    "query_budget": query_budget, "finals_per_unit": finals_per_unit},
+        "lockbox": {"finals_per_unit": finals_per_unit},
+        "final": {"max_models": max_models},  # every configuration the methods select, in one batch
         "guard": {"k": settings.guard_k},
         "thresholdout": thresholdout,
+        "limits": {"max_header_bytes": min(max(1 << 18, 2 * header + (1 << 12)), 1 << 24)},
     }
 
 
