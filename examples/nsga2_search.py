@@ -1,5 +1,8 @@
 """NSGA2Search in a Ray Tune run: two objectives and a constraint, a generation as concurrent trials.
 
+(No ``reuse_actors=True`` here: with it, Tune ran the generations after the first one trial
+at a time in experiments/bench_nsga2_concurrency.py.)
+
 Run: python examples/nsga2_search.py  (under a minute; starts a local Ray session)
 """
 
@@ -18,7 +21,7 @@ def trainable(config):
             "memory": width * (1 + x)}
 
 
-def main(population: int = 6, generations: int = 4):
+def main(population: int = 4, generations: int = 3):
     searcher = NSGA2Search(metric=["error", "latency"], mode=["min", "min"], seed=0,
                            population_size=population, n_generations=generations,
                            constraints={"memory": ("<=", 40.0)}, constraint_handling="domination")
@@ -26,8 +29,7 @@ def main(population: int = 6, generations: int = 4):
         tune.Tuner(
             trainable,
             param_space={"x": tune.uniform(-1.0, 3.0), "width": tune.randint(1, 33)},
-            tune_config=tune.TuneConfig(search_alg=searcher, num_samples=-1, max_concurrent_trials=population,
-                                        reuse_actors=True),
+            tune_config=tune.TuneConfig(search_alg=searcher, num_samples=-1, max_concurrent_trials=population),
             run_config=tune.RunConfig(storage_path=storage, verbose=0)).fit()
     print("feasible Pareto front (error, latency):")
     for row, config in zip(searcher.core.pareto_front(), searcher.core.pareto_configs()):

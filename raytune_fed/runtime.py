@@ -6,7 +6,16 @@ or ``ray://host:port``) or when ``RAY_ADDRESS`` is set.  Ray 2.60 rejects the ol
 ``local_mode=True``: "laptop local mode" is a normal single-node session.
 
 An address is checked before Ray is touched, and a cluster that cannot be reached is one
-:class:`~raytune_fed.errors.ConfigError`, not a traceback.  ``ray.init`` installs its own
+:class:`~raytune_fed.errors.ConfigError`, not a traceback.
+
+Quiet by default (``quiet=True``): the workers' log lines are not forwarded to this
+process (``log_to_driver=False``; they stay in Ray's session logs), Ray's Python loggers
+show errors only (the command line also keeps Ray's C++ log lines off its stderr:
+:mod:`raytune_fed.cli._stderr`), and Tune prints no tables of its own
+(``RAY_AIR_NEW_OUTPUT=0`` unless set, so ``RunConfig(verbose=0)`` is silent).  What
+starts is said once, as an INFO record of the ``raytune_fed`` logger (the command line
+prints it): a local session and its CPUs, or the cluster joined, and where the dashboard
+is.  ``ray.init`` installs its own
 SIGTERM handler (``sys.exit``); ``connect`` puts back a handler the caller had installed,
 so a command line can turn SIGTERM into a clean stop.
 """
@@ -22,6 +31,8 @@ from typing import Any, Mapping
 
 from raytune_fed._checks import check_int
 from raytune_fed.errors import ConfigError
+
+logger = logging.getLogger("raytune_fed")
 
 SITE_SLIVER = 0.001
 """How much of ``site:<name>`` a site's actor or cell asks for: any whole unit hosts them all."""
@@ -62,10 +73,12 @@ def connect(address: str | None = None, num_cpus: int | None = None, *, resource
 
     if ray.is_initialized():
         return ray
+    if quiet:
+        os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")          # Tune's own tables off with verbose=0
     kwargs: dict[str, Any] = {
         "include_dashboard": False,
-        "logging_level": logging.WARNING if quiet else logging.INFO,
-        "log_to_driver": True,
+        "logging_level": logging.ERROR if quiet else logging.INFO,
+        "log_to_driver": not quiet,
         # the workers import the package from the driver's environment
         # one BLAS/OpenMP thread per task: a cell holds one CPU
         "runtime_env": {"env_vars": {"PYTHONWARNINGS": "ignore::DeprecationWarning", "OMP_NUM_THREADS": "1",
@@ -77,8 +90,13 @@ def connect(address: str | None = None, num_cpus: int | None = None, *, resource
         kwargs.update(address="local", num_cpus=num_cpus if num_cpus is not None else (os.cpu_count() or 1),
                       resources=dict(resources or {}))
     on_term = signal.getsignal(signal.SIGTERM) if threading.current_thread() is threading.main_thread() else None
+    if address:
+        logger.info("Ray: joining the cluster at %s", address)
+    else:
+        logger.info("Ray: starting a local session with %d CPU%s", kwargs["num_cpus"],
+                    "" if kwargs["num_cpus"] == 1 else "s")
     try:
-        ray.init(**kwargs)
+        context = ray.init(**kwargs)
     except (ConnectionError, TimeoutError, RuntimeError, ValueError) as exc:
         where = f"the Ray cluster at {address!r}" if address else "a local Ray session"
         lines = str(exc).strip().splitlines()
@@ -86,7 +104,18 @@ def connect(address: str | None = None, num_cpus: int | None = None, *, resource
             from None
     if callable(on_term):
         signal.signal(signal.SIGTERM, on_term)
+    dashboard = getattr(context, "dashboard_url", None)
+    logger.info("Ray: dashboard at http://%s", dashboard) if dashboard else \
+        logger.info("Ray: no dashboard (this session runs without one; Ray's logs are under %s)",
+                    _session_dir(ray))
     return ray
+
+
+def _session_dir(ray: Any) -> str:
+    try:
+        return ray._private.worker.global_worker.node.get_session_dir_path()
+    except AttributeError:
+        return "Ray's temporary directory"
 
 
 def placement(kind: str, name: str, declared: Mapping[str, float] | None = None) -> dict[str, Any]:

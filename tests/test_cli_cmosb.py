@@ -74,7 +74,7 @@ def test_ctrl_c_mid_run_records_nothing_as_finished_and_the_same_command_restore
     seen, deadline = [], time.monotonic() + 300
     for line in proc.stderr:  # interrupt once a trial of the CMOSB run finished
         seen.append(line)
-        if line.startswith("cmosb: 1/16 trials") or time.monotonic() > deadline:
+        if "cmosb: 1/16 trials" in line or time.monotonic() > deadline:
             break
     proc.send_signal(signal.SIGINT)
     rest, _ = proc.communicate(timeout=300)[1], None

@@ -220,7 +220,8 @@ class _Terminal(io.StringIO):
         return True
 
 
-def test_progress_is_a_bar_on_a_terminal_and_lines_otherwise(tmp_path):
+def test_progress_is_a_bar_on_a_terminal_and_lines_otherwise(tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
     assert isinstance(make_progress(_Terminal()), ProgressBar)
     assert isinstance(make_progress(io.StringIO()), ProgressLines)
     terminal = _Terminal()
@@ -233,5 +234,39 @@ def test_progress_is_a_bar_on_a_terminal_and_lines_otherwise(tmp_path):
     run_cells([Square(x) for x in range(2)], square, ResultStore(tmp_path / "lines"),
               progress=ProgressLines(lines.append), name="squares")
     assert lines[0] == "squares: 2 cells (0 already done), 2 to run"
-    assert re.fullmatch(r"\[1/2\] x 0: \d+\.\d s \(\d+:\d\d elapsed, ~\d+:\d\d left\)", lines[1])
+    assert re.fullmatch(r"\[1/2\] x 0: \d+\.\d s \(\d+:\d\d elapsed, ~--:-- left\)", lines[1])  # no estimate yet
     assert lines[2].startswith("[2/2] x 1: ")
+
+
+def test_a_narrow_terminal_gets_lines_and_a_bar_never_wraps(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "60")
+    assert isinstance(make_progress(_Terminal()), ProgressLines)
+    for columns in (40, 72, 120):
+        bar = ProgressBar(_Terminal(), columns=columns)
+        bar.start("a-long-grid-name", 1234, 17, 1000.0)
+        bar.close()
+        drawn = bar.stream.getvalue().replace("\x1b[2K", "").split("\r")
+        assert all(len(line.rstrip("\n")) < columns for line in drawn), (columns, drawn)
+
+
+def test_the_time_estimate_counts_down_between_events_and_is_smoothed(monkeypatch):
+    from raytune_fed.grid import _progress
+
+    now = [0.0]
+    monkeypatch.setattr(_progress.time, "monotonic", lambda: now[0])
+    lines: list[str] = []
+    p = ProgressLines(lines.append)
+    p.start("g", 10, 0, 10.0)
+    now[0] = 10.0
+    p.step("a", 10.0)
+    assert p.left() is None                      # one step: no estimate yet
+    now[0] = 20.0
+    p.step("b", 10.0)
+    first = p.left()
+    assert first == pytest.approx(80.0)          # 8 cost left at 0.1 per second
+    now[0] = 30.0                                # no event for 10 s: the estimate falls by 10 s, never rises
+    assert p.left() == pytest.approx(first - 10.0)
+    now[0] = 21.0
+    p.step("c", 1.0)                             # a burst: the rate jumps, the estimate moves only part way
+    fast = 3 / 21.0
+    assert 7 / fast < p.left() < first

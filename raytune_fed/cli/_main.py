@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import shlex
 import signal
 import sys
@@ -10,6 +11,7 @@ import threading
 from typing import Any, Sequence
 
 from raytune_fed.cli import cmosb, datasets, party, pu, report, rfms, site
+from raytune_fed.cli._stderr import RayLineFilter
 from raytune_fed.errors import RaytuneFedError
 
 COMMANDS = (datasets, rfms, pu, cmosb, report, site, party)
@@ -42,18 +44,36 @@ def _say(message: str) -> None:
     print(f"raytune-fed: {message}", file=sys.stderr, flush=True)
 
 
+class _StderrLines(logging.Handler):
+    """Prints the package's log records as ``raytune-fed: <message>`` to the stderr of the moment."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(f"raytune-fed: {record.getMessage()}", file=sys.stderr, flush=True)
+
+
+def _show_package_log() -> None:
+    """Print the package's INFO records (e.g. "Ray: starting a local session ...") on stderr."""
+    log = logging.getLogger("raytune_fed")
+    if not any(isinstance(h, _StderrLines) for h in log.handlers):
+        log.addHandler(_StderrLines(logging.INFO))
+    log.setLevel(logging.INFO)
+    log.propagate = False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from raytune_fed.grid import GridIncompleteError
 
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    _show_package_log()
     args.command_line = "raytune-fed " + shlex.join(argv)   # shown on the run's report page
     in_main = threading.current_thread() is threading.main_thread()
     _TERMINATED.clear()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main else None
     kept = f"the finished cells are kept in {args.out}" if getattr(args, "out", None) else "nothing was written"
     try:
-        args.run(args)
+        with RayLineFilter():
+            args.run(args)
     except GridIncompleteError as exc:
         _say(f"error: {exc}")
         return 1

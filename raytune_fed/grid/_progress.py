@@ -1,29 +1,45 @@
-"""Progress of a grid: a live bar on a terminal, plain lines otherwise.
+"""Progress of a grid (or of any run of countable steps): a live bar on a wide terminal, plain lines otherwise.
 
-Both show cells done / total, the time elapsed and an estimate of the time left.  The
-estimate weighs cells by their ``cost`` (longest cells start first, so a count-based
-estimate would be too pessimistic at the start and too optimistic at the end): time left
-= elapsed x (cost still to run) / (cost finished so far).
+Both show steps done / total, the time elapsed and an estimate of the time left.  The
+estimate weighs steps by their ``cost`` (longest cells start first, so a count-based
+estimate would be too pessimistic at the start and too optimistic at the end) and is
+stable: the rate (cost per second) is measured at events only, smoothed over them, and
+between events the estimate counts down instead of growing with every redraw; it is shown
+once two steps have finished.
+
+The bar is used only on a terminal at least :data:`MIN_BAR_COLUMNS` wide; it never draws
+past the terminal's width (so it never wraps).  Elsewhere (a pipe, a file, a narrow
+terminal) each event is one line.  Every command line of the package (``rfms``, ``pu``,
+``cmosb``) reports through these classes.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 import threading
 import time
-from typing import Callable, Protocol, TextIO
+from typing import Any, Callable, Protocol, TextIO
 
 from raytune_fed.grid._cell import Outcome
 
+MIN_BAR_COLUMNS = 72
+"""Narrower terminals get one line per event instead of a bar."""
+
+_SMOOTHING = 0.3  # weight of the newest rate in the running estimate
+
 
 class Progress(Protocol):
-    """What :func:`~raytune_fed.grid.run_cells` tells about a grid as it runs."""
+    """What :func:`~raytune_fed.grid.run_cells` (and the CMOSB runs) tell as they run."""
 
-    def start(self, name: str, n_total: int, n_done: int, todo_cost: float) -> None: ...
+    def start(self, name: str, n_total: int, n_done: int, todo_cost: float, unit: str = "cells") -> None: ...
 
     def note(self, message: str) -> None: ...
 
     def advance(self, outcome: Outcome) -> None: ...
+
+    def step(self, label: str, seconds: float | None = None, error: Any = None, cost: float = 1.0) -> None: ...
 
     def close(self) -> None: ...
 
@@ -41,24 +57,39 @@ class _Counts:
         self.name, self.n_total, self.n_resumed = name, n_total, n_done
         self.n_finished = self.n_failed = 0
         self.cost_left, self.cost_done = float(todo_cost), 0.0
-        self.started = time.monotonic()
+        self.started = self._last_event = time.monotonic()
+        self._rate: float | None = None   # cost per second, smoothed over events
 
-    def count(self, outcome: Outcome) -> None:
+    def step(self, label: str, seconds: float | None = None, error: Any = None, cost: float = 1.0) -> None:
+        """One finished step (a cell, a trial) of ``cost``; ``error`` when it failed."""
+        now = time.monotonic()
         self.n_finished += 1
-        self.n_failed += outcome.error is not None
-        cost = float(outcome.cell.cost)
+        self.n_failed += error is not None
+        cost = max(float(cost), 0.0)
         self.cost_done += cost
         self.cost_left = max(self.cost_left - cost, 0.0)
+        rate = self.cost_done / max(now - self.started, 1e-9)
+        self._rate = rate if self._rate is None else (1 - _SMOOTHING) * self._rate + _SMOOTHING * rate
+        self._last_event = now
+
+    def count(self, outcome: Outcome) -> None:
+        self.step(outcome.cell.label, outcome.seconds, outcome.error, float(outcome.cell.cost))
 
     @property
     def done(self) -> int:
         return self.n_resumed + self.n_finished
 
+    def left(self) -> float | None:
+        """Seconds left: the cost still to run at the smoothed rate, counted down since the last event."""
+        if self._rate is None or self.n_finished < 2 or self._rate <= 0:
+            return None if self.cost_left > 0 else 0.0
+        return max(self.cost_left / self._rate - (time.monotonic() - self._last_event), 0.0)
+
     def times(self) -> str:
         elapsed = time.monotonic() - self.started
-        left = "--:--" if self.cost_done <= 0 else _clock(elapsed * self.cost_left / self.cost_done)
+        left = self.left()
         failed = f", {self.n_failed} failed" if self.n_failed else ""
-        return f"{_clock(elapsed)} elapsed, ~{left} left{failed}"
+        return f"{_clock(elapsed)} elapsed, ~{'--:--' if left is None else _clock(left)} left{failed}"
 
 
 class ProgressLines(_Counts):
@@ -67,33 +98,46 @@ class ProgressLines(_Counts):
     def __init__(self, write: Callable[[str], None] | None = None) -> None:
         self.write = write or (lambda line: print(line, file=sys.stderr, flush=True))
 
-    def start(self, name: str, n_total: int, n_done: int, todo_cost: float) -> None:
+    def start(self, name: str, n_total: int, n_done: int, todo_cost: float, unit: str = "cells") -> None:
         super().start(name, n_total, n_done, todo_cost)
-        self.write(f"{name}: {n_total} cells ({n_done} already done), {n_total - n_done} to run")
+        self.write(f"{name}: {n_total} {unit} ({n_done} already done), {n_total - n_done} to run")
 
     def note(self, message: str) -> None:
         self.write(message)
 
+    def step(self, label: str, seconds: float | None = None, error: Any = None, cost: float = 1.0) -> None:
+        super().step(label, seconds, error, cost)
+        what = f"FAILED {error}" if error is not None else ("done" if seconds is None else f"{seconds:.1f} s")
+        self.write(f"[{self.done}/{self.n_total}] {label}: {what} ({self.times()})")
+
     def advance(self, outcome: Outcome) -> None:
         self.count(outcome)
-        what = f"FAILED {outcome.error}" if outcome.error else f"{outcome.seconds:.1f} s"
-        self.write(f"[{self.done}/{self.n_total}] {outcome.cell.label}: {what} ({self.times()})")
 
     def close(self) -> None:
         pass
 
 
-class ProgressBar(_Counts):
-    """A bar redrawn in place on a terminal (once a second, and at every event)."""
+def _columns(stream: TextIO) -> int:
+    """The width of the terminal behind ``stream`` ($COLUMNS, else 80, when it has none)."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError and a ValueError
+        return shutil.get_terminal_size().columns
 
-    def __init__(self, stream: TextIO, width: int = 24) -> None:
+
+class ProgressBar(_Counts):
+    """A bar redrawn in place on a terminal (once a second, and at every event), cut to the terminal's width."""
+
+    def __init__(self, stream: TextIO, width: int = 24, columns: int | None = None) -> None:
         self.stream, self.width = stream, width
+        self.columns = columns or _columns(stream)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def start(self, name: str, n_total: int, n_done: int, todo_cost: float) -> None:
+    def start(self, name: str, n_total: int, n_done: int, todo_cost: float, unit: str = "cells") -> None:
         super().start(name, n_total, n_done, todo_cost)
+        self.unit = unit
         self._draw()
         self._thread = threading.Thread(target=self._tick, name="grid-progress", daemon=True)
         self._thread.start()
@@ -102,12 +146,19 @@ class ProgressBar(_Counts):
         while not self._stop.wait(1.0):
             self._draw()
 
-    def _draw(self, end: str = "") -> None:
+    def _line(self) -> str:
         share = self.done / self.n_total if self.n_total else 1.0
-        filled = int(round(share * self.width))
-        bar = "#" * filled + "." * (self.width - filled)
+        text = f"{self.done}/{self.n_total} {getattr(self, 'unit', 'cells')}, {self.times()}"
+        room = self.columns - 1 - len(self.name) - len(text) - 4
+        width = min(self.width, room)
+        if width >= 8:
+            filled = int(round(share * width))
+            return f"{self.name} [{'#' * filled}{'.' * (width - filled)}] {text}"
+        return f"{self.name} {text}"[: self.columns - 1]
+
+    def _draw(self, end: str = "") -> None:
         with self._lock:
-            self.stream.write(f"\r\x1b[2K{self.name} [{bar}] {self.done}/{self.n_total} cells, {self.times()}{end}")
+            self.stream.write(f"\r\x1b[2K{self._line()}{end}")
             self.stream.flush()
 
     def note(self, message: str) -> None:
@@ -115,12 +166,15 @@ class ProgressBar(_Counts):
             self.stream.write(f"\r\x1b[2K{message}\n")
         self._draw()
 
-    def advance(self, outcome: Outcome) -> None:
-        self.count(outcome)
-        if outcome.error is not None:
-            self.note(f"{outcome.cell.label}: FAILED {outcome.error}")
+    def step(self, label: str, seconds: float | None = None, error: Any = None, cost: float = 1.0) -> None:
+        super().step(label, seconds, error, cost)
+        if error is not None:
+            self.note(f"{label}: FAILED {error}")
         else:
             self._draw()
+
+    def advance(self, outcome: Outcome) -> None:
+        self.count(outcome)
 
     def close(self) -> None:
         self._stop.set()
@@ -131,9 +185,10 @@ class ProgressBar(_Counts):
 
 
 def make_progress(stream: TextIO | None = None) -> Progress:
-    """A :class:`ProgressBar` when ``stream`` (default stderr) is a terminal, else :class:`ProgressLines`."""
+    """A :class:`ProgressBar` on a terminal at least :data:`MIN_BAR_COLUMNS` wide (``stream``,
+    default stderr), else :class:`ProgressLines`."""
     stream = stream or sys.stderr
-    if stream.isatty():
+    if stream.isatty() and _columns(stream) >= MIN_BAR_COLUMNS:
         return ProgressBar(stream)
     return ProgressLines(lambda line: print(line, file=stream, flush=True))
 
@@ -141,10 +196,13 @@ def make_progress(stream: TextIO | None = None) -> Progress:
 class Silent:
     """No progress output."""
 
-    def start(self, name: str, n_total: int, n_done: int, todo_cost: float) -> None:
+    def start(self, name: str, n_total: int, n_done: int, todo_cost: float, unit: str = "cells") -> None:
         pass
 
     def note(self, message: str) -> None:
+        pass
+
+    def step(self, label: str, seconds: float | None = None, error: Any = None, cost: float = 1.0) -> None:
         pass
 
     def advance(self, outcome: Outcome) -> None:

@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import json
 import math
-import sys
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import pandas as pd
 from ray import tune
@@ -163,19 +161,34 @@ def plan(settings: CMOSBSettings, *, binary: bool) -> list[Run]:
     return runs
 
 
-class _Progress(Callback):
-    """One line per finished trial of a run (a restored run counts from its restart)."""
+_DISPLAY: list[Any] = []
+"""The progress display of the running ``run_cmosb`` (a restored Tune run brings back its
+callbacks unpickled, without the display; they find it here)."""
 
-    def __init__(self, name: str, expected: int, write: Callable[[str], None]) -> None:
-        self.name, self.expected, self.write = name, expected, write
-        self.n, self.start = 0, time.monotonic()
+
+class _Progress(Callback):
+    """Each finished trial of a run as a step of the command's one progress display (a restored run
+    counts from its restart)."""
+
+    def __init__(self, name: str, expected: int, progress: Any) -> None:
+        self.name, self.expected, self.progress = name, expected, progress
+        self.n = 0
+
+    def __getstate__(self) -> dict[str, Any]:  # Tune saves its callbacks with the experiment: not the display
+        return {**self.__dict__, "progress": None}
+
+    def _display(self) -> Any:
+        return self.progress or (_DISPLAY[-1] if _DISPLAY else None)
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self.n += 1
-        self.write(f"{self.name}: {self.n}/{self.expected} trials ({time.monotonic() - self.start:.0f} s)")
+        if self._display() is not None:
+            seconds = (trial.last_result or {}).get("time_total_s")
+            self._display().step(f"{self.name}: {self.n}/{self.expected} trials", seconds)
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self.write(f"{self.name}: trial {trial.trial_id} failed")
+        if self._display() is not None:
+            self._display().step(f"{self.name}: trial {trial.trial_id}", error="the trial raised")
 
 
 def _expected(run: Run) -> int:
@@ -184,14 +197,14 @@ def _expected(run: Run) -> int:
     return math.prod(len(v["grid_search"]) for v in run.param_space.values() if isinstance(v, dict)) * run.num_samples
 
 
-def run_method(run: Run, trainable: Any, storage: Path, write: Callable[[str], None]) -> pd.DataFrame:
+def run_method(run: Run, trainable: Any, storage: Path, progress: Any) -> pd.DataFrame:
     """Run (or restore) one Tune experiment; its finished trials as rows."""
     from raytune_fed.grid import GridIncompleteError
 
     path = storage / run.name
-    callbacks = [_Progress(run.name, _expected(run), write)]
+    callbacks = [_Progress(run.name, _expected(run), progress)]
     if tune.Tuner.can_restore(str(path)):
-        write(f"{run.name}: restoring the interrupted Tune run")
+        progress.note(f"{run.name}: restoring the interrupted Tune run")
         tuner = tune.Tuner.restore(str(path), trainable=trainable, param_space=run.param_space or None,
                                    resume_unfinished=True, resume_errored=True)
     else:
@@ -272,13 +285,13 @@ def write_settings(out: Path, settings: CMOSBSettings, op_times: Mapping[str, An
     return record
 
 
-def default_write(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
 def run_cmosb(settings: CMOSBSettings, out: str | Path, *, address: str | None = None, num_cpus: int | None = None,
-              write: Callable[[str], None] = default_write) -> pd.DataFrame:
-    """Run every method of ``settings`` on its task (resuming what ``out`` holds); all rows, by method."""
+              progress: Any = None) -> pd.DataFrame:
+    """Run every method of ``settings`` on its task (resuming what ``out`` holds); all rows, by method.
+
+    ``progress`` (default: :func:`raytune_fed.grid.make_progress`, the grids' bar or lines)
+    shows each finished trial of every method as one step."""
+    from raytune_fed.grid import make_progress
     from raytune_fed.runtime import connect
     from raytune_fed.workflows.cmosb._tasks import load_task
     from raytune_fed.workflows.cmosb._trial import start_parties, trainable
@@ -292,25 +305,37 @@ def run_cmosb(settings: CMOSBSettings, out: str | Path, *, address: str | None =
     runs = plan(settings, binary=task.binary)
     done_dir = out / "runs"
     done_dir.mkdir(parents=True, exist_ok=True)
-    frames, todo = [], []
+    frames, todo, notes = [], [], []
     for run in runs:
         finished = done_dir / f"{run.name}.parquet"
         if finished.exists():
-            write(f"{run.name}: finished before, not run again")
+            notes.append(f"{run.name}: finished before, not run again")
             frames.append(pd.read_parquet(finished))
         else:
             todo.append(run)
-    if todo:
+    parties = None
+    if todo:  # Ray says it is starting before the progress display takes the terminal
         connect(address, num_cpus)
-        concurrency = max(settings.population, 4)
         parties = start_parties(task, he=settings.he, op_times=op_times, seed=settings.seed,
-                                max_concurrency=concurrency, n_sample=settings.n_sample)
-        fn = tune.with_resources(tune.with_parameters(trainable, parties=parties), {"cpu": 1})
-        for run in todo:
-            write(f"{run.name}: starting ({_expected(run)} trials)")
-            frame = run_method(run, fn, (out / "tune").resolve(), write)
-            frame.to_parquet(done_dir / f"{run.name}.parquet")
-            frames.append(frame)
+                                max_concurrency=max(settings.population, 4), n_sample=settings.n_sample)
+    n_done = sum(_expected(r) for r in runs if r not in todo)
+    n_todo = sum(_expected(r) for r in todo)
+    progress = progress or make_progress()
+    progress.start("cmosb", n_done + n_todo, n_done, float(n_todo), unit="trials")
+    _DISPLAY.append(progress)
+    try:
+        for note in notes:
+            progress.note(note)
+        if todo:
+            fn = tune.with_resources(tune.with_parameters(trainable, parties=parties), {"cpu": 1})
+            for run in todo:
+                progress.note(f"{run.name}: starting ({_expected(run)} trials)")
+                frame = run_method(run, fn, (out / "tune").resolve(), progress)
+                frame.to_parquet(done_dir / f"{run.name}.parquet")
+                frames.append(frame)
+    finally:
+        _DISPLAY.remove(progress)
+        progress.close()
     frame = pd.concat(frames, ignore_index=True)
     frame.insert(0, "dataset", settings.dataset)
     return frame

@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from raytune_fed.errors import ConfigError
-from raytune_fed.workflows.pu._summary import main_variant, summarize
+from raytune_fed.workflows.pu._summary import summarize
 
 _REQUIRED = ("dataset", "c", "method", "variant", "test_auc", "seconds")
 
