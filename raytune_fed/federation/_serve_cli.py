@@ -22,6 +22,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     site = subparsers.add_parser("site", help="run a restricted data site",
                                  description="Run a restricted data site for RFMS under its owner's policy.")
     sub = site.add_subparsers(dest="site_command", required=True, metavar="SITE_COMMAND")
+    from raytune_fed.federation._init_cli import add_site_init
+
+    add_site_init(sub)
     s = sub.add_parser("serve", help="serve a site over HTTP(S) with a bearer token",
                        description="Serve a site as an authenticated network service (POST /call).")
     s.add_argument("--policy", required=True, help="the site's policy file (.toml or .json)")

@@ -23,6 +23,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     party = subparsers.add_parser("party", help="run a vertical-learning party",
                                   description="Run a SecureBoost passive party under its owner's control.")
     sub = party.add_subparsers(dest="party_command", required=True, metavar="PARTY_COMMAND")
+    from raytune_fed.federation._init_cli import add_party_init
+
+    add_party_init(sub)
     s = sub.add_parser("serve", help="serve a passive party over HTTP(S) with a bearer token",
                        description="Serve a SecureBoost passive party as an authenticated network service "
                                    "(POST /call).")
