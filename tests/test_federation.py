@@ -93,6 +93,7 @@ def _raw(header: bytes, payload: bytes = b"") -> bytes:
     (_raw(b'{"$a": ["O", [1], 0, 8]}', b"\x00" * 8), "malformed array"),
     (_raw(b'{"$a": ["f8", [-1], 0, 8]}', b"\x00" * 8), "malformed array"),
     (_raw(b"[" * 100 + b"]" * 100), "deeper than"),
+    (_raw(b'{"$a": ["f8", [1000000000000000000000000000000, 0], 0, 0]}'), "does not match"),  # 0 bytes, no array
 ])
 def test_malformed_wire_messages_are_refused_without_quoting_them(message, text):
     with pytest.raises(_wire.WireError, match=text) as info:
@@ -261,3 +262,57 @@ def test_the_rfms_schedule_lists_every_role_assignment_and_replication():
     roles = [u.role_of("s0") for u in mine.values()]
     assert roles.count("lockbox") == 4 * 2 and roles.count("curator") == 12 * 2  # openbox units are not its
     assert schedule.digest == rfms_schedule(names, role_assignments(5), reps=2).digest
+
+
+class Faulty(Echo):
+    """A party whose handler fails in a way nobody planned for."""
+
+    def _charge(self, spec, session):
+        return spec.name == "reverse"
+
+    @restricted(request={"ciphertext": Bytes(max_size=8)}, answers=Blob)
+    def reverse(self, session, ciphertext):
+        return 1 / 0
+
+
+def test_an_unplanned_exception_is_a_fixed_charged_refusal_with_a_ledger_line(caplog):
+    party = Faulty()
+    reply = party.call(_wire.encode({"method": "reverse", "args": {"session": party.token, "ciphertext": b"a"}}))
+    assert _wire.decode(reply, max_bytes=1 << 20) == {
+        "refused": {"code": "internal", "message": "the site could not answer this request"}}
+    last = party._ledger.entries[-1]
+    assert (last["event"], last["code"], last["charged"], last["error"]) == ("refused", "internal", 1,
+                                                                            "ZeroDivisionError")
+    assert "ZeroDivisionError" in caplog.text  # the traceback goes to the party's own log, not the caller
+
+
+def test_the_session_is_checked_before_any_array_is_decoded():
+    """A request with no valid session is refused as such even when its arrays are broken: they
+    were never decoded (and cost nothing)."""
+    party = Echo()
+    header = b'{"method":"reverse","args":{"session":"' + b"x" * 43 + b'","ciphertext":{"$b":[0,99]}}}'
+    reply = _wire.decode(party.call(_raw(header)), max_bytes=1 << 20)
+    assert reply["refused"]["code"] == "session"
+    header = header.replace(b"x" * 43, party.token.encode())
+    assert _wire.decode(party.call(_raw(header)), max_bytes=1 << 20)["refused"]["code"] == "malformed"
+
+
+def test_the_service_log_is_rotated(tmp_path):
+    import logging
+
+    from raytune_fed.federation._service import LOG_BACKUPS, LOG_BYTES, log_to
+
+    log = logging.getLogger("raytune_fed.federation")
+    level, propagate = log.level, log.propagate
+    handler = log_to(tmp_path / "site.log")
+    try:
+        for _ in range(3 * LOG_BYTES // 1000):
+            log.info("x" * 1000)
+    finally:
+        log.removeHandler(handler)
+        handler.close()
+        log.setLevel(level)
+        log.propagate = propagate
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert files == ["site.log"] + [f"site.log.{i}" for i in range(1, min(LOG_BACKUPS, 3) + 1)]
+    assert all((tmp_path / f).stat().st_size <= LOG_BYTES for f in files)

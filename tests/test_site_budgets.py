@@ -132,6 +132,15 @@ def test_a_final_batch_is_capped_before_anything_is_computed(tmp_path):
     assert lb.status().budget_left == 12
 
 
+def test_the_guard_applies_across_the_models_of_one_final_batch(tmp_path):
+    """Two models of one batch fewer than k rows apart: the second's loss is withheld (and charged)."""
+    client = _client(_site(tmp_path))  # guard k = 5
+    rows = np.arange(60)
+    near = [balls(X[rows]), balls(X[rows[:-2]])]  # differ on 2 rows
+    final = client.open_session(LOCKBOX_UNITS[0], "lockbox").final_evaluation(near)
+    assert final.values[0] is not None and final.values[1] is None
+
+
 def test_a_request_sent_again_is_answered_from_the_ledger_not_charged_twice(tmp_path):
     """What a transport does when it retries across a restart: the same message (the same request
     number) gets the recorded reply, before and after the site restarts, and costs nothing more."""

@@ -114,7 +114,9 @@ class Ledger:
 @dataclass(frozen=True)
 class SiteStatus:
     """What a session may know about its role: site, role, unit, rows scored, its own query
-    count, the site's remaining query budget (over all sessions) and whether it is sealed."""
+    count, how many answers the site may still give it (the least of the site's remaining
+    query budget, its remaining lifetime answers and the session's credential's share) and
+    whether it is sealed."""
 
     site: str
     role: str
