@@ -38,6 +38,7 @@ def test_a_tiny_run_writes_results_summary_and_report_and_resumes(ray_session, t
             "index.html", "index.md"} <= \
         {p.name for p in out.iterdir()}
     assert "cmosb: 2/2 trials" in first.err and "CMOSB" in first.out
+    assert "Configuration for experiment" not in first.out + first.err   # no Tune tables in the CLI
 
     # a second run reruns nothing and gives the same rows
     assert main(argv) == 0
