@@ -8,7 +8,10 @@ d8d2749 (``--revision``) and on this checkout, each against the passive party in
 as a Ray ``PartyActor`` and as an HTTP service, and writes both sets of results:
 
 * ``crafted_powers`` - one ``histograms`` request whose encrypted "gradients" are distinct
-  powers of two: the rows whose every bin the attacker reads;
+  powers of two: the rows whose every mask the attacker reads, and the share of the values'
+  bins that spells (masks labelled as the party labels them: the attacker's best case);
+* ``decrypted_noise`` - one ``histograms`` request of encrypted zeros (BFV): the masks read
+  from the noise of the returned ciphertexts, with the secret key;
 * ``split_masks`` - every (feature, bin) mask named in ``splits`` on fresh trees whose roots
   hold every row, with zero gradients: the share of (row, feature) bins it gets right;
 * ``shrunken_bins`` - a training opened with ``train_rows = [argmin x0, argmax x0]`` and 256
@@ -28,7 +31,7 @@ _HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(_HERE.parent / "tests"))  # the attacker's tools
 
 KINDS = ("local", "actor", "service")
-ATTACKS = ("crafted_powers", "split_masks", "shrunken_bins")
+ATTACKS = ("crafted_powers", "decrypted_noise", "split_masks", "shrunken_bins")
 
 
 def run_here(kinds: list[str], attacks: list[str]) -> dict:

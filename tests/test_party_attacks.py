@@ -8,7 +8,9 @@ experiments/attacks_on_d8d2749_party.py``, ``experiments/measured/attacks_on_d8d
 import numpy as np
 import pytest
 
-from party_attacker import OWNER, X_PASSIVE, _worker, deployed, shrunken_bins, split_masks, true_bins
+from party_attacker import (
+    OWNER, X_PASSIVE, _worker, crafted_powers, decrypted_noise, deployed, shrunken_bins, split_masks, true_bins,
+    used_bins)
 from raytune_fed.crypto import Layout, choose_block
 from raytune_fed.models.secureboost import NodeQuery
 from raytune_fed.crypto import secret_context
@@ -80,6 +82,27 @@ def test_nodes_the_protocol_did_not_derive_are_refused(kind):
                 client.splits(picks)
 
 
+def test_crafted_powers_read_only_the_moved_bins(kind):
+    """d8d2749: one histograms request of encrypted powers of two read every row's bin of every feature (160 of
+    160 rows).  The attacker still reads every mask the party uses, but the party uses bins moved once by the
+    geometric mechanism (epsilon 1 by default): about half of the values' bins come out right (the mechanism
+    keeps a bin with probability tanh(1/2) = 0.46 inside the range), and almost no row has all six right."""
+    with deployed(kind) as dep:
+        result = crafted_powers(dep, scheme="bfv" if kind == "local" else "plain")
+    assert result["rows_read"] == 160  # the sums are exact: the defence is what the sums are of
+    assert 0.3 < result["value_bins_right"] < 0.65 and result["rows_all_value_bins_right"] <= 16
+
+
+def test_the_noise_of_returned_ciphertexts_no_longer_holds_the_masks(kind):
+    """d8d2749: with the secret key, the noise of each returned BFV ciphertext divided by the noise of the
+    zeros the attacker sent is the party's mask polynomial: every row's bin of every feature in one request.
+    Now each result is flooded with uniform noise below 2**57 before it leaves."""
+    with deployed(kind, bin_privacy=None) as dep:
+        result = decrypted_noise(dep)
+    assert result["coefficients_0_or_1"] < 0.01 and result["rows_read"] == 0
+    assert result["value_bins_right"] < 0.1 and result["rows_all_value_bins_right"] == 0
+
+
 def test_the_party_bins_every_row_whatever_training_rows_it_is_given():
     party = PassiveParty(X_PASSIVE, owner_secret=OWNER)
     public = secret_context("plain").public_context()
@@ -87,6 +110,7 @@ def test_the_party_bins_every_row_whatever_training_rows_it_is_given():
     for unit, rows in (("all", np.arange(160)), ("two", np.array([3, 99])), ("half", np.arange(0, 160, 2))):
         PassiveClient.admit(party, owner=OWNER, unit=unit).open_session(public, 8, rows)
         bins.append(true_bins(_worker(party, unit)))
+        assert np.array_equal(used_bins(_worker(party, "all")), used_bins(_worker(party, unit)))
     assert all(np.array_equal(bins[0], b) for b in bins[1:])
     assert np.array_equal(bins[0], np.column_stack([np.searchsorted(c, X_PASSIVE[:, j])
                                                     for j, c in enumerate(quantile_edges(X_PASSIVE, 8))]))
@@ -109,3 +133,34 @@ def test_bins_over_the_owners_cap_are_refused():
         client.open_session(secret_context("plain").public_context(), 32, np.arange(160))
     with pytest.raises(Exception, match=r"max_bins must be an integer in \[2, 256\], got 300"):
         PassiveParty(X_PASSIVE, max_bins=300)
+
+
+def test_the_mechanism_moves_bins_once_for_the_partys_lifetime(tmp_path):
+    from raytune_fed.models.secureboost._binning import apply_bins, coarsen, grid_edges, randomised_bins
+
+    public = secret_context("plain").public_context()
+    reported = []
+    for seed, unit in ((7, "a"), (7, "b"), (8, "a")):
+        party = PassiveParty(X_PASSIVE, owner_secret=OWNER, seed=seed)
+        PassiveClient.admit(party, owner=OWNER, unit=unit).open_session(public, 32, np.arange(160))
+        reported.append(used_bins(_worker(party, unit)))
+    assert np.array_equal(reported[0], reported[1]) and not np.array_equal(reported[0], reported[2])
+    assert 0.3 < np.mean(reported[0] == true_bins(_worker(party, "a"))) < 0.65
+    # the geometric mechanism: P(shift = d) = tanh(eps / 2) e^(-eps |d|) ... inside the range
+    bins = np.full((20000, 1), 50)
+    moved = randomised_bins(bins, [101], 1.0, np.random.default_rng(0))[:, 0] - 50
+    assert abs(np.mean(moved == 0) - np.tanh(0.5)) < 0.02 and abs(np.mean(moved == 2) / np.mean(moved == 1)
+                                                                  - np.exp(-1)) < 0.05
+    # a session's bins are the grid's, coarsened
+    grid = quantile_edges(X_PASSIVE, 32)
+    for n_bins in (2, 5, 8, 32):
+        edges = grid_edges(X_PASSIVE, n_bins, grid)
+        assert np.array_equal(coarsen(apply_bins(X_PASSIVE, grid), grid, edges), apply_bins(X_PASSIVE, edges))
+
+
+@pytest.mark.parametrize("value, message", [(0, "bin_privacy must be > 0 \\(None switches it off\\), got 0"),
+                                            (-1.0, "bin_privacy must be a finite number >= 0"),
+                                            (float("nan"), "bin_privacy must be a finite number >= 0")])
+def test_bad_bin_privacy_is_one_line(value, message):
+    with pytest.raises(Exception, match=message):
+        PassiveParty(X_PASSIVE, bin_privacy=value)

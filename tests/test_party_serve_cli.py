@@ -50,7 +50,12 @@ def test_a_served_passive_party_trains_like_the_object_and_keeps_its_view_for_th
         rows = np.arange(len(y))
         client = PassiveClient.admit(HttpTransport(url, token), owner=OWNER, unit="t1")
         wired = SecureBoostClassifier(**PARAMS, he="plain").fit(X[:, :4], y, passive=[client], rows=rows)
-        direct = SecureBoostClassifier(**PARAMS, he="plain").fit(X, y)
+        # the served defaults: 32 bins at most, every bin moved once by the geometric mechanism (epsilon 1, seed 0)
+        from raytune_fed.models.secureboost import PassiveWorker
+        from raytune_fed.random import derive, seed_int
+
+        worker = PassiveWorker(X[:, 4:], max_bins=32, bin_privacy=1.0, privacy_seed=seed_int(derive(0, "bin privacy")))
+        direct = SecureBoostClassifier(**PARAMS, he="plain").fit(X[:, :4], y, passive=[worker], rows=rows)
         assert len(wired.trees_) == len(direct.trees_)
         for s, t in zip(wired.trees_, direct.trees_):
             assert np.array_equal(s.owner, t.owner) and np.array_equal(s.value, t.value)
@@ -103,6 +108,8 @@ def _write(d, name, text):
      ["--seed", "-3"], "--seed must be an integer >= 0, got -3"),
     (lambda d: (_write(d, "token", "t" * 20), _write(d, "owner", "o" * 20), _write(d, "p.csv", "a,b\n1,2\n3,4\n")),
      ["--max-bins", "512"], "--max-bins must be an integer in [2, 256], got 512"),
+    (lambda d: (_write(d, "token", "t" * 20), _write(d, "owner", "o" * 20), _write(d, "p.csv", "a,b\n1,2\n3,4\n")),
+     ["--bin-privacy", "-1"], "--bin-privacy must be a finite number >= 0.0, got -1.0"),
     (lambda d: (_write(d, "token", "t" * 20), _write(d, "owner", "o" * 20), _write(d, "p.csv", "a,b\n1,2\n3,4\n")),
      ["--cert", "c.pem"], "give both a certificate and its key"),
 ])

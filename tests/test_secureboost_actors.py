@@ -57,3 +57,27 @@ def test_placement_pins_declared_resources_only(ray_session):
 
     with pytest.raises(ConfigError, match="placement kind"):
         placement("site:x", "y")
+
+
+def test_a_party_actor_handle_carries_no_data_refs_but_the_actor_transport_cannot_stop_code_in_the_actor(ray_session):
+    """The handle a cell gets (Tune ships it through the object store) holds no reference to the party's rows:
+    nothing in it lets a holder ``ray.get`` them.  What the actor transport cannot stop, the attacker below does
+    with the handle alone: ``__ray_call__`` runs its function inside the actor and reads the rows (a pickled
+    argument of ``call.remote`` would run there too).  So the actor is a simulation transport; a passive party
+    that must hold against its active party runs ``raytune-fed party serve`` on its own machine."""
+    ray = ray_session
+    X = np.random.default_rng(3).normal(size=(40, 3))
+    data = ray.put(X)
+    passive = remote_party(PassiveParty, "p", data, owner_secret=OWNER)
+    context = ray._private.worker.global_worker.get_serialization_context()
+    carried = {ref.hex() for ref in context.serialize({"handle": passive}).contained_object_refs}
+    assert data.hex() not in carried and not any(isinstance(v, ray.ObjectRef) for v in vars(passive).values())
+
+    @ray.remote(num_cpus=0)
+    def cell(handle):  # an analyst's cell holding only the handle
+        import ray
+
+        return ray.get(handle.__ray_call__.remote(lambda actor: np.asarray(actor._party._X)))
+
+    assert np.array_equal(ray.get(cell.remote(passive)), X)  # the limit the trust table states
+    ray.kill(passive)

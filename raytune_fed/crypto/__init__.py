@@ -5,8 +5,9 @@ hands passive parties the bytes of :meth:`SecretContext.public_context`; a passi
 loads them with :func:`load_public_context` and can only sum.  Gradients and hessians
 are packed into one fixed-point integer per instance (:class:`GHCodec`), a node's
 instances into few BFV polynomials (:class:`Layout`), and the passive party returns its
-per-bin sums as node-compact ciphertexts with every coefficient it must not reveal
-overwritten by noise.  Ciphertexts cross parties only as :class:`Ciphertexts` (bytes with
+per-mask sums as node-compact ciphertexts with every coefficient it must not reveal
+overwritten by noise and the ciphertext's own noise flooded (so the key holder cannot read
+the masks from it either).  Ciphertexts cross parties only as :class:`Ciphertexts` (bytes with
 a declared size).  ``scheme="plain"`` runs the same protocol without encryption and counts
 the operations BFV would do.  :class:`OpCounts` tallies operations; :func:`calibrate`
 measures seconds per operation on this machine (:data:`REFERENCE_OP_TIMES` are fixed ones), and :meth:`OpTimes.cost` is eq. 5 of the

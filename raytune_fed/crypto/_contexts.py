@@ -91,7 +91,8 @@ class PublicContext(_Context):
     def histogram(self, ct: Ciphertexts, masks: Masks | np.ndarray, layout: Layout,
                   rng: np.random.Generator) -> Ciphertexts:
         """Encrypted per-mask sums of the node's values ``ct``; ``masks`` says which masks each
-        instance falls into (:class:`~raytune_fed.crypto.OneHotMasks` for an array of mask ids)."""
+        instance falls into (:class:`~raytune_fed.crypto.OneHotMasks` for an array of mask ids);
+        ``rng`` draws the masking of everything else."""
 
 
 # ---------------------------------------------------------------------------- plain
@@ -121,12 +122,12 @@ class PlainPublicContext(PublicContext):
         self._check(ct)
         v = np.frombuffer(ct.blobs[0], dtype=np.uint64)
         masks = as_masks(masks)
-        sums = masks.sums(v, layout.n_masks)
         used = np.zeros(layout.n_groups, dtype=np.bool_)
         used[layout.used_groups(masks)] = True
+        sums = masks.sums(v, layout.n_masks)
         n_products = layout.n_products(masks)
         self.counts.products += n_products
-        self.counts.additions += n_products
+        self.counts.additions += n_products + int(used.sum())  # as BFV: products summed, each result flooded
         return Ciphertexts.of("plain", [sums.tobytes(), used.tobytes()])
 
 
@@ -233,9 +234,10 @@ class BFVPublicContext(PublicContext):
             noise = rng.integers(0, 2 ** PLAIN_BITS, layout.poly_degree, dtype=np.uint64)
             noise[targets] = 0
             ev.add_plain_inplace(acc[g], seal.plaintext(noise))
+            ev.add_inplace(acc[g], seal.flood(rng))
             t1 = time.perf_counter()
             self.seconds["additions"] += t1 - t0
-            self.counts.additions += 1
+            self.counts.additions += 2
             blobs.append(seal.to_bytes(acc[g]))
             self.seconds["decryptions"] += time.perf_counter() - t1
         return Ciphertexts.of("bfv", blobs)

@@ -9,7 +9,9 @@ exactly ``sum_j v_j m_r[j]`` (the wrap-around only reaches coefficients ``0 .. B
 so one plaintext product sums ``R`` bins of a block at once; products for the same group
 of masks are added over the node's blocks.  Every other coefficient of a result holds a
 shifted partial sum that would tell the active party which instances share a bin, so the
-passive party overwrites them with uniform noise before it answers.
+passive party overwrites them with uniform noise before it answers, and floods the
+result's ciphertext noise (the active party's noise times the mask polynomial, which the
+key holder could divide out) with a wide uniform noise of its own.
 
 Which masks an instance falls into is a :class:`OneHotMasks` (one mask per feature: the
 instance's bin) or a :class:`ThresholdMasks` (mask "bin <= k" for every threshold ``k`` of a

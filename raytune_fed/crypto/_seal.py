@@ -4,7 +4,11 @@ SEAL objects serialise only to file paths, so polynomials and ciphertexts move t
 one small file per thread in a private temporary directory (``/dev/shm`` when present).
 Plaintexts are written directly in SEAL's uncompressed serialisation format from a numpy
 array, which is much faster than SEAL's text format; a self-check at start-up proves the
-format round-trips on the installed SEAL version.
+format round-trips on the installed SEAL version.  So are *flooding* ciphertexts
+(:meth:`SealTools.flood`): ``(c0, c1) = (E, 0)`` for a wide uniform random polynomial
+``E``, which decrypt to zero and, added to a result, drown the noise it carries (the
+noise of a product of the active party's ciphertext and a passive party's mask
+polynomial would otherwise tell the key holder the mask).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import numpy as np
 from raytune_fed.errors import RaytuneFedError
 
 COEFF_BITS = (60, 60, 60)
+FLOOD_BITS = 57  # |E| < 2**57, below the 2**60 a result's noise may reach and decrypt (q / t / 2 = 2**60)
 _dir_lock = threading.Lock()
 _dir: list[str] = []
 
@@ -63,6 +68,7 @@ class SealTools:
         self.poly_degree = self.context.first_context_data().parms().poly_modulus_degree()
         self.plain_modulus = self.context.first_context_data().parms().plain_modulus().value()
         self.evaluator = s.Evaluator(self.context)
+        self.moduli = [m.value() for m in self.context.first_context_data().parms().coeff_modulus()]
         self.encryptor = s.Encryptor(self.context, ts_context.public_key().data)
         self.decryptor = s.Decryptor(self.context, ts_context.secret_key().data) if ts_context.is_private() else None
         path = _scratch("hdr")
@@ -93,6 +99,33 @@ class SealTools:
         got = np.array([p[i] for i in range(want.size)], dtype=np.uint64)
         if p.coeff_count() != want.size or not np.array_equal(got, want):
             raise SealFormatError("the installed SEAL did not read back a raw plaintext; update raytune_fed.crypto")
+        ct = self.transparent(np.arange(self.poly_degree, dtype=np.int64) - 5)
+        if ct.size() != 2 or ct.dyn_array().at(0) != self.moduli[0] - 5 or ct.dyn_array().at(self.poly_degree) \
+                != self.moduli[1] - 5 or ct.dyn_array().at(2 * self.poly_degree) != 0:
+            raise SealFormatError("the installed SEAL did not read back a raw ciphertext; update raytune_fed.crypto")
+
+    def transparent(self, c0: np.ndarray, *, ntt: bool = False) -> Any:
+        """The ciphertext ``(c0, 0)`` at the data level (``c0``: one int64 coefficient array, or one row per
+        prime of uint64 residues); ``ntt`` marks the data as being in NTT form."""
+        c0 = np.asarray(c0)
+        if c0.ndim == 1:
+            c0 = np.stack([np.mod(c0, q).astype(np.uint64) for q in self.moduli])
+        n, k = self.poly_degree, len(self.moduli)
+        data = np.concatenate([np.ascontiguousarray(c0, dtype=np.uint64).ravel(), np.zeros(n * k, dtype=np.uint64)])
+        inner = self._seal_header(24 + 8 * data.size) + struct.pack("<Q", data.size) + data.tobytes()
+        # parms_id, is_ntt_form, size, poly_modulus_degree, coeff_modulus_size, scale, correction_factor, data
+        body = struct.pack("<4QB3QdQ", *self.parms_id, int(ntt), 2, n, k, 1.0, 1) + inner
+        path = _scratch("tr")
+        with open(path, "wb") as fh:
+            fh.write(self._seal_header(16 + len(body)) + body)
+        ct = self.s.Ciphertext()
+        ct.load(self.context, path)
+        return ct
+
+    def flood(self, rng: np.random.Generator) -> Any:
+        """A ciphertext of zero whose noise is uniform in ``(-2**FLOOD_BITS, 2**FLOOD_BITS)`` per coefficient."""
+        bound = 1 << FLOOD_BITS
+        return self.transparent(rng.integers(-bound + 1, bound, self.poly_degree, dtype=np.int64))
 
     def to_bytes(self, obj: Any) -> bytes:
         path = _scratch("ct")

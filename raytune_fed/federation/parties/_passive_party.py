@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from raytune_fed._checks import check_int
+from raytune_fed._checks import check_float, check_int
 from raytune_fed.crypto import SCHEMES, Ciphertexts
 from raytune_fed.errors import ConfigError
 from raytune_fed.federation._fields import Bytes, Int, IntArray, ListOf, Refusal, Struct, Text
@@ -78,7 +78,12 @@ class PassiveParty(Party):
     read a session's view); ``max_sessions`` caps the sessions it ever issues;
     ``max_bins`` caps the bins per feature a session may ask for (the party bins all its
     rows, with every cut point on its grid of ``max_bins`` quantile bins, so no sequence of
-    sessions learns a finer partition of a feature than that grid).  Sessions
+    sessions learns a finer partition of a feature than that grid).  ``bin_privacy`` (an
+    ``epsilon`` per grid bin, None: off) moves every row's grid bin once, for the party's
+    lifetime, by the geometric mechanism, and every answer uses the moved bins
+    (:class:`~raytune_fed.models.secureboost.PassiveWorker`): whatever an active party reads
+    from the answers, over any number of sessions, it learns a value only through its moved
+    bin.  Sessions
     share nothing but the rows, so requests of different sessions run concurrently (an
     actor with ``max_concurrency > 1``) and each session's requests one at a time.
     """
@@ -87,7 +92,7 @@ class PassiveParty(Party):
 
     def __init__(self, features: Any, *, name: str = "passive", seed: int = 0, max_sessions: int | None = None,
                  ledger: str | None = None, owner_secret: str | None = None, max_bins: int = 32,
-                 max_request_bytes: int = 1 << 30) -> None:
+                 bin_privacy: float | None = 1.0, max_request_bytes: int = 1 << 30) -> None:
         if not isinstance(name, str) or not name:
             raise ConfigError(f"a party needs a non-empty name, got {name!r}")
         X = np.asarray(features, dtype=np.float64)
@@ -95,6 +100,9 @@ class PassiveParty(Party):
             raise ConfigError(f"party {name!r}: features must be a finite 2-D array with >= 2 rows and >= 1 column, "
                               f"got shape {X.shape}")
         check_int(f"party {name!r}: max_bins", max_bins, 2, MAX_BINS)
+        if bin_privacy is not None and not check_float(f"party {name!r}: bin_privacy", bin_privacy, 0.0) > 0:
+            raise ConfigError(f"party {name!r}: bin_privacy must be > 0 (None switches it off), got {bin_privacy!r}")
+        self._bin_privacy = None if bin_privacy is None else float(bin_privacy)
         super().__init__(name, ledger=ledger, owner_secret=owner_secret, max_request_bytes=max_request_bytes)
         X.setflags(write=False)
         self._X, self._seed, self._max_sessions, self._max_bins = X, seed, max_sessions, int(max_bins)
@@ -126,6 +134,10 @@ class PassiveParty(Party):
             raise Refusal("protocol")
         return worker
 
+    def _drop(self, session: Session) -> None:
+        for state in (self._workers, self._n_masks):
+            state.pop(session.key, None)
+
     def _rows(self, rows: np.ndarray) -> np.ndarray:
         if rows[-1] >= self.n_rows:
             raise Refusal("malformed")
@@ -156,7 +168,7 @@ class PassiveParty(Party):
     @_one_at_a_time
     def open_session(self, session: Session, context: bytes, n_bins: int,
                      train_rows: np.ndarray) -> tuple[PartyInfo, dict[str, Any]]:
-        """Load the active party's public context and bin the training rows (once per session)."""
+        """Load the active party's public context and bin every row (once per session); the session's terms."""
         if session.sealed:
             raise Refusal("opened")
         session.sealed = True  # one attempt per token, answered or refused
@@ -164,7 +176,8 @@ class PassiveParty(Party):
         if n_bins > self._max_bins:
             raise Refusal("limit", n_bins=n_bins)
         worker = PassiveWorker(self._X, seed=seed_int(derive(self._seed, "session", session.unit)),
-                               max_bins=self._max_bins)
+                               max_bins=self._max_bins, bin_privacy=self._bin_privacy,
+                               privacy_seed=seed_int(derive(self._seed, "bin privacy")))
         try:
             n_masks = worker.open_session(context, n_bins, rows)
         except ConfigError:
@@ -240,12 +253,12 @@ class PassiveParty(Party):
     def close(self, session: Session) -> tuple[Closed, dict[str, Any]]:
         """The session's holder ends it: its state is dropped, its token answers nothing more."""
         session.closed = True
-        self._workers.pop(session.key, None)
+        self._drop(session)
         return Closed(session.unit, session.n_queries), {"closed": session.key}
 
     @restricted(answers=Closed, owner=True)
     @_one_at_a_time
     def close_session(self, session: Session) -> tuple[Closed, dict[str, Any]]:
         """The owner ends a session (as the base does) and its state is dropped."""
-        self._workers.pop(session.key, None)
+        self._drop(session)
         return Party.close_session(self, session)

@@ -101,7 +101,7 @@ class PartyInfo:
 
 @dataclass(frozen=True)
 class EncryptedHistograms:
-    """One encrypted per-bin sum per direct node query, in query order."""
+    """One answer per direct node query, in query order: the encrypted left-side sums of every candidate split."""
 
     payloads: tuple[Ciphertexts, ...]
 

@@ -38,6 +38,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     s.add_argument("--max-sessions", type=int, default=None, help="cap on the sessions the party ever issues")
     s.add_argument("--max-bins", type=int, default=32,
                    help="the most bins per feature a training may ask for (default: %(default)s)")
+    s.add_argument("--bin-privacy", type=float, default=1.0,
+                   help="epsilon of the geometric mechanism that moves every row's bin once before any answer "
+                        "(default: %(default)s; 0 switches it off)")
     s.add_argument("--seed", type=int, default=0, help="seed of the masks on returned ciphertexts")
     add_listen_arguments(s)
     return s
@@ -66,7 +69,7 @@ def load_party_features(path: str, columns: str | None) -> Any:
 
 
 def run(args: argparse.Namespace) -> None:
-    from raytune_fed._checks import check_int
+    from raytune_fed._checks import check_float, check_int
     from raytune_fed.federation._transports import read_token
     from raytune_fed.federation.parties import PassiveParty
 
@@ -74,6 +77,7 @@ def run(args: argparse.Namespace) -> None:
         check_int("--max-sessions", args.max_sessions, 1)
     check_int("--seed", args.seed, 0)
     check_int("--max-bins", args.max_bins, 2, 256)
+    check_float("--bin-privacy", args.bin_privacy, 0.0)
     token = read_token(args.token_file, "token")
     owner = read_token(args.owner_token_file, "owner token")
     if owner == token:
@@ -82,6 +86,7 @@ def run(args: argparse.Namespace) -> None:
         raise ConfigError("the owner's credential must differ from the active party's token")
     X = load_party_features(args.data, args.columns)
     party = PassiveParty(X, name=args.name, seed=args.seed, max_sessions=args.max_sessions, ledger=args.ledger,
-                         owner_secret=owner, max_bins=args.max_bins)
+                         owner_secret=owner, max_bins=args.max_bins,
+                         bin_privacy=args.bin_privacy if args.bin_privacy > 0 else None)
     serve_until_stopped(party, token, args, f"party {args.name!r} serving on {{url}} ({X.shape[0]} rows, "
                                             f"{X.shape[1]} features)")

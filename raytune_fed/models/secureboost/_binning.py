@@ -65,3 +65,21 @@ def grid_edges(X: np.ndarray, n_bins: int, grid: list[np.ndarray]) -> list[np.nd
             at = np.where(np.abs(cuts - lower) <= np.abs(allowed[at] - cuts), at - 1, at)
         out.append(np.unique(allowed[at]))
     return out
+
+
+def randomised_bins(bins: np.ndarray, n_bins: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarray:
+    """``bins`` moved by two-sided geometric noise, ``P(shift = d)`` proportional to ``exp(-epsilon |d|)``,
+    then clipped to each feature's ``n_bins``: the geometric mechanism on the bin index, so any two values
+    ``d`` bins apart are reported alike up to a factor ``exp(epsilon d)``."""
+    alpha = np.exp(-epsilon)
+    shift = rng.geometric(1 - alpha, bins.shape) - rng.geometric(1 - alpha, bins.shape)
+    return np.clip(bins.astype(np.int64) + shift, 0, np.asarray(n_bins) - 1).astype(np.int16)
+
+
+def coarsen(grid_bins: np.ndarray, grid: list[np.ndarray], edges: list[np.ndarray]) -> np.ndarray:
+    """The bin, under cut points ``edges`` (a subset of ``grid``'s), of each grid bin in ``grid_bins``."""
+    out = np.empty(grid_bins.shape, dtype=np.int16)
+    for j, (cuts, sub) in enumerate(zip(grid, edges)):
+        upper = np.append(cuts, np.inf)  # grid bin g holds values up to upper[g]
+        out[:, j] = np.searchsorted(sub, upper[grid_bins[:, j]], side="left")
+    return out

@@ -16,7 +16,9 @@ a tree starts with its root (training rows only), a node is queried once and onl
 child of a node of the tree's previous level (its rows within the parent's), and a split
 names a node of the tree's last level that nobody split before.  Of the candidates that
 divide a node the same way, the party applies the lowest (feature, bin), as the active
-party's tie rule did when it named (feature, bin) itself.
+party's tie rule did when it named (feature, bin) itself.  With ``bin_privacy`` every row's
+bin on the owner's grid is moved once by the geometric mechanism, and every answer uses the
+moved bins (``route_features``, for rows that are not aligned rows, bins them as they are).
 """
 
 from __future__ import annotations
@@ -26,10 +28,10 @@ from typing import Sequence
 
 import numpy as np
 
-from raytune_fed._checks import check_int
+from raytune_fed._checks import check_float, check_int
 from raytune_fed.crypto import Ciphertexts, Layout, ThresholdMasks, load_public_context
 from raytune_fed.errors import ConfigError
-from raytune_fed.models.secureboost._binning import apply_bins, grid_edges, quantile_edges
+from raytune_fed.models.secureboost._binning import apply_bins, coarsen, grid_edges, quantile_edges, randomised_bins
 from raytune_fed.models.secureboost._protocol import NodeQuery
 from raytune_fed.models.secureboost._view import PassiveView, positions_in, without
 from raytune_fed.random import as_generator, derive
@@ -56,9 +58,16 @@ class PassiveWorker:
         of each tree's candidate order.
     max_bins : the most bins per feature a session may ask for (the owner's grid); a
         session's cut points are moved onto the grid of ``max_bins`` quantile bins.
+    bin_privacy : ``epsilon`` of the geometric mechanism on every row's grid bin (None: off).
+        Each row's bin of each feature on the owner's grid is moved once, by noise with
+        ``P(shift = d)`` proportional to ``exp(-epsilon |d|)`` drawn from ``privacy_seed``,
+        and every answer (sums, splits, routes) uses the moved bins, so no reading of the
+        answers, in any number of sessions, tells more about a value than its moved bin.
+    privacy_seed : seed of that noise; the same for every session of a party.
     """
 
-    def __init__(self, features: np.ndarray, *, seed: int = 0, max_bins: int = 256) -> None:
+    def __init__(self, features: np.ndarray, *, seed: int = 0, max_bins: int = 256,
+                 bin_privacy: float | None = None, privacy_seed: int = 0) -> None:
         X = np.asarray(features, dtype=np.float64)
         if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
             raise ConfigError(f"a passive party needs a 2-D feature block with >= 1 row and column, got {X.shape}")
@@ -67,6 +76,11 @@ class PassiveWorker:
         self._X = X
         self._max_bins = check_int("max_bins", max_bins, 2, 256)
         self._grid: list[np.ndarray] | None = None
+        self._bin_privacy = None if bin_privacy is None else check_float("bin_privacy", bin_privacy, 0.0)
+        if self._bin_privacy == 0:
+            raise ConfigError("bin_privacy must be > 0 (None switches it off), got 0")
+        self._privacy_seed = privacy_seed
+        self._grid_bins: np.ndarray | None = None
         self._seed = seed
         self._rng = as_generator(seed)
         self._context = None
@@ -106,8 +120,12 @@ class PassiveWorker:
         self._n_bins = int(n_bins)
         if self._grid is None:
             self._grid = quantile_edges(self._X, self._max_bins)
+            self._grid_bins = apply_bins(self._X, self._grid)
+            if self._bin_privacy is not None:
+                self._grid_bins = randomised_bins(self._grid_bins, [c.size + 1 for c in self._grid],
+                                                  self._bin_privacy, as_generator(self._privacy_seed))
         self._edges = grid_edges(self._X, self._n_bins, self._grid)
-        self._bins = apply_bins(self._X, self._edges)
+        self._bins = coarsen(self._grid_bins, self._grid, self._edges)
         self._train = np.zeros(self.n_rows, dtype=bool)
         self._train[rows] = True
         self._trees, self._splits = {}, {}
@@ -214,9 +232,9 @@ class PassiveWorker:
             raise ConfigError("a node is named twice in one request")
         out = []
         for tree, node, rows, go_left in checked:
+            self._trees[tree].split.add(node)
             known = self.view.trees[tree].nodes
             known[2 * node + 1], known[2 * node + 2] = rows[go_left], rows[~go_left]
-            self._trees[tree].split.add(node)
             self._splits[(tree, node)] = self._lowest(rows, go_left)
             out.append(rows[go_left])
         return out

@@ -58,8 +58,11 @@ def start_parties(task: VerticalTask, *, he: str, op_times: dict[str, Any], seed
         raise ConfigError(f"the CMOSB workflow trains with one passive party; this task has "
                           f"{len(task.passive_features)}")
     owner = secrets.token_urlsafe(24)
+    # the paper's active party is semi-honest: the passive party answers with its true bins (bin_privacy=None),
+    # as the replicated results assume; a deployed passive party moves them (party serve's default)
     passive = remote_party(PassiveParty, PASSIVE, ray.put(task.X[:, task.passive_features[0]]),
-                           seed=seed_int(derive(seed, "passive")), owner_secret=owner, max_concurrency=max_concurrency)
+                           seed=seed_int(derive(seed, "passive")), owner_secret=owner, max_concurrency=max_concurrency,
+                           bin_privacy=None)
     active = remote_party(ActiveParty, ACTIVE, ray.put(task.X[:, task.active_features]), task.y,
                           train_rows=task.train_rows, test_rows=task.test_rows, max_concurrency=max_concurrency)
     n_outputs = 1 if task.binary else task.n_classes
