@@ -1,5 +1,5 @@
-"""``experiments/bench_cmosb_constrained.py`` and ``bench_party_wire.py``: bad options end with one line and
-exit code 2 before Ray starts."""
+"""``experiments/bench_cmosb_constrained.py``, ``bench_cmosb_seeds.py``, ``bench_nsga2.py`` and
+``bench_party_wire.py``: bad options end with one line and exit code 2 before Ray starts."""
 
 import importlib.util
 import json
@@ -15,6 +15,7 @@ EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 def _load(name):
     spec = importlib.util.spec_from_file_location(name, EXPERIMENTS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while the class is built
     spec.loader.exec_module(module)
     return module
 
@@ -64,3 +65,26 @@ def test_mosb_from_a_folder_without_a_finished_run_is_refused(monkeypatch, capsy
 def test_bench_party_wire_names_unknown_paths_and_backends(monkeypatch, capsys):
     code, line = run(_load("bench_party_wire"), monkeypatch, capsys, "--paths", "local,ssh", "--backends", "ckks")
     assert code == 2 and "unknown backends or paths ['ckks', 'ssh']" in line
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--variants", "table4,speed"], "--variants takes some of table4,leakage_penalty,leakage_domination"),
+    (["--seeds", "0,x"], "--seeds takes comma-separated integers, got '0,x'"),
+    (["--seeds", "1,1"], "--seeds lists a seed twice: '1,1'"),
+    (["--max-leakage", "1.5"], "--max-leakage in (0, 1]"),
+])
+def test_bench_cmosb_seeds_names_bad_options(monkeypatch, capsys, tmp_path, argv, message):
+    code, line = run(_load("bench_cmosb_seeds"), monkeypatch, capsys, *argv, "--work", str(tmp_path / "w"))
+    assert code == 2 and message in line
+    assert not (tmp_path / "w").exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--problems", "zdt1,zdt9"], "--problems takes some of zdt1,zdt2,zdt3,dtlz2,cmosb, got 'zdt1,zdt9'"),
+    (["--modes", "direct,ssh"], "--modes takes direct and/or tune, got 'direct,ssh'"),
+    (["--seeds", "1"], "need --seeds >= 2"),
+])
+def test_bench_nsga2_names_bad_options(monkeypatch, capsys, tmp_path, argv, message):
+    code, line = run(_load("bench_nsga2"), monkeypatch, capsys, *argv, "--out", str(tmp_path / "o.json"))
+    assert code == 2 and message in line
+    assert not (tmp_path / "o.json").exists()

@@ -54,8 +54,9 @@ def test_a_whole_generation_is_proposed_and_integer_genes_stay_integer():
     assert all(isinstance(c["trees"], int) for c in offspring)
 
 
-def test_search_improves_zdt1():
-    core = NSGA2(ZDT, 2, population_size=20, crossover_eta=15, seed=3)
+@pytest.mark.parametrize("variation", [{}, {"crossover": "sbx", "crossover_eta": 2.0, "mutation_prob": 0.1}])
+def test_search_improves_zdt1(variation):
+    core = NSGA2(ZDT, 2, population_size=20, seed=3, **variation)
     core = _run(core, _zdt1, 1)
     start = hypervolume(core.pareto_front(), [1.1, 11.0])
     _run(core, _zdt1, 29)
@@ -150,6 +151,8 @@ def test_the_same_seed_asks_the_same_in_another_process():
     ({"constraint_handling": "ignore"}, r"constraint_handling must be one of \['domination', 'penalty'\]"),
     ({"n_constraints": 1, "constrained_objectives": [2]}, "constrained_objectives must give one objective index"),
     ({"crossover_prob": 1.5}, r"crossover_prob must be in \[0, 1\], got 1.5"),
+    ({"crossover": "one_point"}, r"crossover must be one of \['uniform', 'sbx'\], got 'one_point'"),
+    ({"crossover_eta": 2.0}, r"crossover_eta applies to crossover='sbx' only"),
     ({"n_generations": 0}, r"n_generations must be an integer >= 1, got 0"),
     ({"points_to_evaluate": [dict.fromkeys(ZDT.names, 0.5)] * 3, "population_size": 2},
      r"points_to_evaluate has 3 .* population_size=2"),

@@ -113,6 +113,8 @@ def _saved_searcher_state(path):
      r"constraint_handling must be one of \['domination', 'penalty'\], got 'ignore'"),
     (lambda: NSGA2Search(seed=0, penalty=-1.0), r"penalty must be a finite number >= 0.0, got -1.0"),
     (lambda: NSGA2Search(seed=0, mutation_prob=2.0), r"mutation_prob must be in \[0, 1\], got 2.0"),
+    (lambda: NSGA2Search(seed=0, crossover="blend"), r"crossover must be one of \['uniform', 'sbx'\], got 'blend'"),
+    (lambda: NSGA2Search(seed=0, crossover_eta=2.0), r"crossover_eta applies to crossover='sbx' only"),
     (lambda: NSGA2Search(SPACE, ["f1", "f2"], ["min"], seed=0), r"mode"),
     (lambda: NSGA2Search(SPACE, ["f1", "f2"], ["min", "min"], seed=0, points_to_evaluate=[{"x": 0.5}] * 5,
                          population_size=4).core, r"missing parameter"),

@@ -27,7 +27,7 @@ import math
 from typing import Any, Mapping, Sequence
 
 from raytune_fed._checks import check_choice, check_float, check_int, check_share
-from raytune_fed.algorithms.nsga2 import CONSTRAINT_HANDLING, NSGA2
+from raytune_fed.algorithms.nsga2 import CONSTRAINT_HANDLING, CROSSOVERS, NSGA2
 from raytune_fed.errors import ConfigError
 from raytune_fed.search._base import CoreSearcher
 from raytune_fed.space import SearchSpace
@@ -73,8 +73,10 @@ class NSGA2Search(CoreSearcher):
     constraints : ``{metric: ("<=" | ">=", bound)}`` on reported metrics (see the module doc).
     constraint_handling : ``"domination"`` (pymoo's) or ``"penalty"`` (the paper's).
     penalty : alpha of the penalty (the paper: 20).
-    crossover_prob, crossover_eta, mutation_prob, mutation_eta : SBX and polynomial
-        mutation settings (the paper: 0.9, 2, 0.1 per variable, 20).
+    crossover : ``"uniform"`` (default) or ``"sbx"`` (the paper's); crossover_prob : per
+        mating (0.9); crossover_eta : SBX's index (``"sbx"`` only; None: 15, the paper: 2).
+    mutation_prob, mutation_eta : polynomial mutation per variable (None: 1 / variables; the
+        paper: 0.1) and its index (20).
     """
 
     def __init__(self, space: Mapping[str, Any] | SearchSpace | None = None,
@@ -82,18 +84,24 @@ class NSGA2Search(CoreSearcher):
                  points_to_evaluate: Sequence[Mapping[str, Any]] | None = None, *, seed: int,
                  population_size: int = 20, n_generations: int | None = None,
                  constraints: Mapping[str, tuple[str, float]] | None = None, constraint_handling: str = "domination",
-                 penalty: float = 20.0, crossover_prob: float = 0.9, crossover_eta: float = 2.0,
-                 mutation_prob: float = 0.1, mutation_eta: float = 20.0) -> None:
+                 penalty: float = 20.0, crossover: str = "uniform", crossover_prob: float = 0.9,
+                 crossover_eta: float | None = None, mutation_prob: float | None = None,
+                 mutation_eta: float = 20.0) -> None:
         options = {
             "population_size": check_int("population_size", population_size, 2),
             "n_generations": None if n_generations is None else check_int("n_generations", n_generations, 1),
             "constraints": _check_constraints(constraints),
             "constraint_handling": check_choice("constraint_handling", constraint_handling, CONSTRAINT_HANDLING),
             "penalty": check_float("penalty", penalty, 0.0),
+            "crossover": check_choice("crossover", crossover, CROSSOVERS),
             "crossover_prob": check_share("crossover_prob", crossover_prob, 0.0, 1.0, low_open=False),
-            "crossover_eta": check_float("crossover_eta", crossover_eta, 0.0),
-            "mutation_prob": check_share("mutation_prob", mutation_prob, 0.0, 1.0, low_open=False),
+            "crossover_eta": None if crossover_eta is None else check_float("crossover_eta", crossover_eta, 0.0),
+            "mutation_prob": None if mutation_prob is None
+            else check_share("mutation_prob", mutation_prob, 0.0, 1.0, low_open=False),
             "mutation_eta": check_float("mutation_eta", mutation_eta, 0.0)}
+        if crossover_eta is not None and crossover != "sbx":
+            raise ConfigError(f"crossover_eta applies to crossover='sbx' only, got crossover_eta={crossover_eta!r} "
+                              f"with crossover={crossover!r}")
         super().__init__(space, metric, mode, points_to_evaluate, seed=seed, options=options)
 
     def _build_core(self, space: SearchSpace, n_objectives: int, points: list[dict[str, Any]],
@@ -104,7 +112,7 @@ class NSGA2Search(CoreSearcher):
         return NSGA2(space, n_objectives, seed=seed, points_to_evaluate=points, population_size=o["population_size"],
                      n_generations=o["n_generations"], n_constraints=len(o["constraints"]),
                      constraint_handling=o["constraint_handling"], penalty=o["penalty"],
-                     constrained_objectives=targets, crossover_prob=o["crossover_prob"],
+                     constrained_objectives=targets, crossover=o["crossover"], crossover_prob=o["crossover_prob"],
                      crossover_eta=o["crossover_eta"], mutation_prob=o["mutation_prob"],
                      mutation_eta=o["mutation_eta"])
 
