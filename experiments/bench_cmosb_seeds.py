@@ -124,8 +124,8 @@ class RunCell:
         self.work, self.num_cpus = work, num_cpus
 
     def __call__(self, cell: SeedCell) -> CellResult:
-        frame = run_cmosb(cell.settings().check(), cell.work_dir(self.work), num_cpus=self.num_cpus,
-                          write=lambda line: print(f"[{cell.label}] {line}", flush=True))
+        print(f"{cell.label}: starting ({cell.work_dir(self.work)})", flush=True)
+        frame = run_cmosb(cell.settings().check(), cell.work_dir(self.work), num_cpus=self.num_cpus)
         rows = frame.drop(columns=list(TIMING)).to_dict("records")
         return CellResult([{k: _plain(v) for k, v in r.items()} for r in rows],
                           [{k: _plain(r[k]) for k in TIMING} for r in frame.to_dict("records")])
