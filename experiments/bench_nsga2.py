@@ -20,7 +20,7 @@ Methods:
 Modes: ``direct`` drives each Tune searcher through the Searcher API by hand, a generation
 at a time (``population`` suggestions, then their results; pymoo through ask/tell);
 ``tune`` runs ``tune.Tuner`` with ``num_samples = population x generations`` and
-``max_concurrent_trials = population`` on a local Ray session, so trials finish in
+``max_concurrent_trials = population`` (actors reused) on a local Ray session, so trials finish in
 whatever order they do (pymoo has no Tune searcher and runs only directly).
 
 Score: the hypervolume of every evaluated point against the stated reference point
@@ -178,7 +178,7 @@ def run_tune(problem: Problem, method: str, population: int, generations: int, s
     tuner = tune.Tuner(tune.with_resources(tune.with_parameters(_trainable, problem=problem), {"cpu": 0.25}),
                        param_space=problem.domains,
                        tune_config=tune.TuneConfig(search_alg=searcher, num_samples=population * generations,
-                                                   max_concurrent_trials=population),
+                                                   max_concurrent_trials=population, reuse_actors=True),
                        run_config=tune.RunConfig(storage_path=str(storage), name=f"{problem.name}_{method}_{seed}",
                                                  verbose=0))
     results = tuner.fit()
