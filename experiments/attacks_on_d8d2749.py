@@ -32,7 +32,7 @@ REVISION = "d8d2749"
 KINDS = ("local", "actor", "service")
 
 
-def _targets(kinds, ray, tls):
+def _targets(ray, tls):
     from site_targets import build_target, policy
 
     def make(kind, **sections):
@@ -60,7 +60,7 @@ def run_here(kinds) -> dict:
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(TESTS)) if p)
     ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
     tls = self_signed_certificate(tempfile.mkdtemp(prefix="attack-tls-"))
-    make = _targets(kinds, ray, tls)
+    make = _targets(ray, tls)
     made = []
 
     def target(kind, **sections):
