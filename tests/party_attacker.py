@@ -349,8 +349,9 @@ class _NoiseReader:
         self.seal.evaluator.transform_to_ntt_inplace(ct)
         scaled_ntt = self._residues(ct)[0]
         v, phase = self._phase_ntt(sent), self._phase_ntt(result)
-        p_ntt = [np.array([(int(a) - int(b)) * pow(int(c), -1, q) % q for a, b, c in zip(phase[j], scaled_ntt[j], v[j])],
-                          dtype=np.uint64) for j, q in enumerate(self.q)]
+        p_ntt = [np.array([(int(a) - int(b)) * pow(int(c), -1, q) % q
+                           for a, b, c in zip(phase[j], scaled_ntt[j], v[j])], dtype=np.uint64)
+                 for j, q in enumerate(self.q)]
         ct = self._ciphertext(p_ntt, ntt=True)
         self.seal.evaluator.transform_from_ntt_inplace(ct)
         return np.array(self._residues(ct)[0, 0], dtype=object)

@@ -164,3 +164,19 @@ def test_the_mechanism_moves_bins_once_for_the_partys_lifetime(tmp_path):
 def test_bad_bin_privacy_is_one_line(value, message):
     with pytest.raises(Exception, match=message):
         PassiveParty(X_PASSIVE, bin_privacy=value)
+
+
+def test_moves_known_seed_but_not_the_owner_credential_cannot_be_undone():
+    """The moves come from the party's seed and its owner credential: an attacker who knows the code and the
+    seed (0 here) but not the credential draws other moves, so subtracting its guess does not give the bins."""
+    from raytune_fed.federation.parties._passive_party import privacy_seed
+    from raytune_fed.models.secureboost import PassiveWorker
+
+    public = secret_context("plain").public_context()
+    party = PassiveParty(X_PASSIVE, owner_secret=OWNER, seed=0)
+    PassiveClient.admit(party, owner=OWNER, unit="u").open_session(public, 32, np.arange(160))
+    moved = used_bins(_worker(party, "u"))
+    guess = PassiveWorker(X_PASSIVE, max_bins=32, bin_privacy=1.0, privacy_seed=privacy_seed(0, "another-owner" * 2))
+    guess.open_session(public, 32, np.arange(160))
+    undone = true_bins(_worker(party, "u")) + (moved - used_bins(guess))  # the attacker's "unmoving"
+    assert np.mean(undone == true_bins(_worker(party, "u"))) < 0.6 and not np.array_equal(moved, used_bins(guess))

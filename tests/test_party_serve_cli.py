@@ -50,11 +50,13 @@ def test_a_served_passive_party_trains_like_the_object_and_keeps_its_view_for_th
         rows = np.arange(len(y))
         client = PassiveClient.admit(HttpTransport(url, token), owner=OWNER, unit="t1")
         wired = SecureBoostClassifier(**PARAMS, he="plain").fit(X[:, :4], y, passive=[client], rows=rows)
-        # the served defaults: 32 bins at most, every bin moved once by the geometric mechanism (epsilon 1, seed 0)
+        # the served defaults: 32 bins at most, every bin moved once by the geometric mechanism (epsilon 1), the
+        # seed and the moves drawn from the owner credential
+        from raytune_fed.federation.parties._passive_party import privacy_seed, seed_of_owner
         from raytune_fed.models.secureboost import PassiveWorker
-        from raytune_fed.random import derive, seed_int
 
-        worker = PassiveWorker(X[:, 4:], max_bins=32, bin_privacy=1.0, privacy_seed=seed_int(derive(0, "bin privacy")))
+        worker = PassiveWorker(X[:, 4:], max_bins=32, bin_privacy=1.0,
+                               privacy_seed=privacy_seed(seed_of_owner(OWNER), OWNER))
         direct = SecureBoostClassifier(**PARAMS, he="plain").fit(X[:, :4], y, passive=[worker], rows=rows)
         assert len(wired.trees_) == len(direct.trees_)
         for s, t in zip(wired.trees_, direct.trees_):

@@ -9,7 +9,7 @@ from raytune_fed.errors import BoundaryViolationError, ConfigError, QueryRefused
 from raytune_fed.federation.parties import (
     ActiveParty, PassiveClient, PassiveParty, RouteBits, RowIds, TrainingReport, check_party_answer)
 from raytune_fed.models.secureboost import PassiveWorker, SecureBoostClassifier
-from raytune_fed.random import derive, seed_int
+from raytune_fed.federation.parties._passive_party import privacy_seed
 
 OWNER = "passive-owner-" + "x" * 16
 TIMES = dict(encryption=0.005, decryption=0.002, addition=0.0003, product=0.0006)
@@ -138,7 +138,7 @@ def test_a_restarted_party_reads_its_used_sessions_from_its_ledger(data, tmp_pat
 def in_process(X, y, train):
     """The estimator with a passive worker in this process holding the same (all aligned) rows as a party of
     seed 0 with the defaults (32 bins at most, its bins moved by the geometric mechanism, epsilon 1)."""
-    worker = PassiveWorker(X[:, 4:], max_bins=32, bin_privacy=1.0, privacy_seed=seed_int(derive(0, "bin privacy")))
+    worker = PassiveWorker(X[:, 4:], max_bins=32, bin_privacy=1.0, privacy_seed=privacy_seed(0, OWNER))
     return SecureBoostClassifier(**PARAMS, he="plain").fit(X[train, :4], y[train], passive=[worker], rows=train)
 
 

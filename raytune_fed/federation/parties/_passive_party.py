@@ -24,6 +24,7 @@ token it issued before the restart answers nothing.
 from __future__ import annotations
 
 import functools
+import hashlib
 import threading
 from dataclasses import replace
 from typing import Any, Callable
@@ -60,6 +61,20 @@ QUERY = Struct({"tree": Int(0, MAX_TREE), "node": Int(0, MAX_NODE), "parent": In
                 "block": Int(0, MAX_ROWS), "sibling": Int(-1, MAX_NODE)})
 
 
+def seed_of_owner(owner_secret: str) -> int:
+    """A party seed drawn from its owner credential (``party serve`` without ``--seed``): secret, and the
+    same after a restart."""
+    return int.from_bytes(hashlib.sha256(b"raytune-fed party seed\0" + owner_secret.encode()).digest(), "little")
+
+
+def privacy_seed(seed: int, owner_secret: str | None) -> np.random.SeedSequence:
+    """The seed of a party's moved bins: its seed and, when it has one, all 256 bits of its owner credential's
+    hash, so whoever knows the code and the seed but not the credential cannot undo the moves."""
+    digest = hashlib.sha256(owner_secret.encode()).digest() if owner_secret is not None else b""
+    words = [int.from_bytes(digest[i:i + 8], "little") for i in range(0, len(digest), 8)]
+    return derive(seed, "bin privacy", *words)
+
+
 def _one_at_a_time(handler: Callable[..., Any]) -> Callable[..., Any]:
     """Run ``handler`` under its session's lock (sessions of one party run concurrently)."""
 
@@ -83,7 +98,8 @@ class PassiveParty(Party):
     lifetime, by the geometric mechanism, and every answer uses the moved bins
     (:class:`~raytune_fed.models.secureboost.PassiveWorker`): whatever an active party reads
     from the answers, over any number of sessions, it learns a value only through its moved
-    bin.  Sessions
+    bin.  The moves are drawn from ``seed`` and the owner credential (:func:`privacy_seed`):
+    keep both for the party's lifetime (new ones draw the moves again, a second look).  Sessions
     share nothing but the rows, so requests of different sessions run concurrently (an
     actor with ``max_concurrency > 1``) and each session's requests one at a time.
     """
@@ -177,7 +193,7 @@ class PassiveParty(Party):
             raise Refusal("limit", n_bins=n_bins)
         worker = PassiveWorker(self._X, seed=seed_int(derive(self._seed, "session", session.unit)),
                                max_bins=self._max_bins, bin_privacy=self._bin_privacy,
-                               privacy_seed=seed_int(derive(self._seed, "bin privacy")))
+                               privacy_seed=privacy_seed(self._seed, self._owner))
         try:
             n_masks = worker.open_session(context, n_bins, rows)
         except ConfigError:

@@ -41,7 +41,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     s.add_argument("--bin-privacy", type=float, default=1.0,
                    help="epsilon of the geometric mechanism that moves every row's bin once before any answer "
                         "(default: %(default)s; 0 switches it off)")
-    s.add_argument("--seed", type=int, default=0, help="seed of the masks on returned ciphertexts")
+    s.add_argument("--seed", type=int, default=None,
+                   help="seed of the masks, candidate orders and moved bins (default: drawn from the owner "
+                        "credential, so they stay secret and the same across restarts)")
     add_listen_arguments(s)
     return s
 
@@ -75,7 +77,8 @@ def run(args: argparse.Namespace) -> None:
 
     if args.max_sessions is not None:
         check_int("--max-sessions", args.max_sessions, 1)
-    check_int("--seed", args.seed, 0)
+    if args.seed is not None:
+        check_int("--seed", args.seed, 0)
     check_int("--max-bins", args.max_bins, 2, 256)
     check_float("--bin-privacy", args.bin_privacy, 0.0)
     token = read_token(args.token_file, "token")
@@ -85,7 +88,10 @@ def run(args: argparse.Namespace) -> None:
 
         raise ConfigError("the owner's credential must differ from the active party's token")
     X = load_party_features(args.data, args.columns)
-    party = PassiveParty(X, name=args.name, seed=args.seed, max_sessions=args.max_sessions, ledger=args.ledger,
+    from raytune_fed.federation.parties._passive_party import seed_of_owner
+
+    seed = args.seed if args.seed is not None else seed_of_owner(owner)
+    party = PassiveParty(X, name=args.name, seed=seed, max_sessions=args.max_sessions, ledger=args.ledger,
                          owner_secret=owner, max_bins=args.max_bins,
                          bin_privacy=args.bin_privacy if args.bin_privacy > 0 else None)
     serve_until_stopped(party, token, args, f"party {args.name!r} serving on {{url}} ({X.shape[0]} rows, "

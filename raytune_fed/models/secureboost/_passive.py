@@ -24,7 +24,7 @@ moved bins (``route_features``, for rows that are not aligned rows, bins them as
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -67,7 +67,7 @@ class PassiveWorker:
     """
 
     def __init__(self, features: np.ndarray, *, seed: int = 0, max_bins: int = 256,
-                 bin_privacy: float | None = None, privacy_seed: int = 0) -> None:
+                 bin_privacy: float | None = None, privacy_seed: Any = 0) -> None:
         X = np.asarray(features, dtype=np.float64)
         if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
             raise ConfigError(f"a passive party needs a 2-D feature block with >= 1 row and column, got {X.shape}")
