@@ -7,7 +7,9 @@ split "bin <= k" sends ``x <= edge[k]`` left, also for rows binned later (test r
 The active party bins its training rows.  A passive party bins all the rows it holds
 (the aligned rows, which no request can change) and moves every cut point onto its owner's
 grid of at most ``max_bins`` quantile bins (:func:`grid_edges`), so whatever bin counts
-sessions ask for, each session's bins are unions of the grid's bins.
+sessions ask for, each session's bins are unions of the grid's bins (:func:`coarsen`); with
+its privacy mechanism on, the grid bins it coarsens are moved once by
+:func:`randomised_bins`.
 """
 
 from __future__ import annotations

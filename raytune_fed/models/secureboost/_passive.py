@@ -63,7 +63,8 @@ class PassiveWorker:
         ``P(shift = d)`` proportional to ``exp(-epsilon |d|)`` drawn from ``privacy_seed``,
         and every answer (sums, splits, routes) uses the moved bins, so no reading of the
         answers, in any number of sessions, tells more about a value than its moved bin.
-    privacy_seed : seed of that noise; the same for every session of a party.
+    privacy_seed : seed of that noise (an int or a ``SeedSequence``); the same for every
+        session of a party, and secret (a party draws it from its owner credential).
     """
 
     def __init__(self, features: np.ndarray, *, seed: int = 0, max_bins: int = 256,
