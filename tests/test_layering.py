@@ -18,7 +18,7 @@ LAYERS = [
     ["raytune_fed.simulation"],
     ["raytune_fed.algorithms", "raytune_fed.models", "raytune_fed.crypto"],
     ["raytune_fed.attacks"],
-    ["raytune_fed.store", "raytune_fed.runtime", "raytune_fed.report"],
+    ["raytune_fed.store", "raytune_fed.runtime", "raytune_fed.report", "raytune_fed.cluster"],
     ["raytune_fed.federation"],
     ["ray"],
     ["raytune_fed.search", "raytune_fed.schedulers", "raytune_fed.grid", "raytune_fed.testing"],

@@ -10,11 +10,11 @@ import sys
 import threading
 from typing import Any, Sequence
 
-from raytune_fed.cli import cmosb, datasets, party, pu, report, rfms, site
+from raytune_fed.cli import cluster, cmosb, datasets, party, pu, report, rfms, site
 from raytune_fed.cli._stderr import RayLineFilter
 from raytune_fed.errors import RaytuneFedError
 
-COMMANDS = (datasets, rfms, pu, cmosb, report, site, party)
+COMMANDS = (datasets, rfms, pu, cmosb, report, site, party, cluster)
 """Subcommand modules, in the order ``--help`` lists them; each has ``register(subparsers)``."""
 
 
