@@ -124,18 +124,31 @@ def placement(kind: str, name: str, declared: Mapping[str, float] | None = None)
     On a cluster whose nodes declare ``<kind>:<name>`` (``site:hospital1``, ``party:bank``)
     the actor (and so its data) lives there; where no node declares it, the work may run
     anywhere (a laptop or an unlabelled cluster).  ``declared`` is the cluster's resources
-    (by default read from the connected session).
+    (by default read from the connected session: its live nodes, and the node types its
+    autoscaler can start, :func:`declared_resources`).
     """
     if not isinstance(kind, str) or not kind or ":" in kind:
         raise ConfigError(f"a placement kind must be a non-empty name without ':', got {kind!r}")
     key = f"{kind}:{name}"
     if declared is None:
-        import ray
-
-        declared = ray.cluster_resources()
+        declared = declared_resources()
     if declared.get(key, 0) > 0:
         return {"resources": {key: SITE_SLIVER}}
     return {}
+
+
+def declared_resources() -> dict[str, float]:
+    """The connected cluster's resources: its live nodes' totals, plus 1 of each custom resource that
+    only a node type its autoscaler can start declares (``raytune-fed cluster announce``), so work
+    pinned to it waits for that node and its demand makes the autoscaler start one."""
+    import ray
+
+    from raytune_fed.cluster import offered_resources
+
+    declared = dict(ray.cluster_resources())
+    for resource in offered_resources():
+        declared.setdefault(resource, 1.0)
+    return declared
 
 
 def site_placement(site_name: str, declared: Mapping[str, float] | None = None) -> dict[str, Any]:

@@ -22,6 +22,17 @@ def test_site_pins_follow_what_live_nodes_declare():
     assert requirement(Demand(num_cpus=0, resources={"gpu": 1}), totals) == (("gpu", 1.0),)
 
 
+def test_site_pins_follow_node_types_the_autoscaler_can_start():
+    """A site whose node type the cluster announced is pinned before its node runs: the cell waits, and its
+    demand (site:<name>) is what makes the autoscaler start that node."""
+    totals = alive_totals(NODES)
+    need = requirement(Demand(site="c"), totals, offered=["site:c"])
+    assert need == (("CPU", 1.0), ("site:c", 0.001))
+    assert capacity(need, totals) == 0  # no live node yet: it waits (placement_timeout bounds the wait)
+    assert requirement(Demand(site="c"), totals, offered=["site:d"]) == (("CPU", 1.0),)
+    assert requirement(Demand(), totals, offered=["site:c"]) == (("CPU", 1.0),)
+
+
 @pytest.mark.parametrize("demand, n, reason", [
     (Demand(), 3, None),
     (Demand(num_cpus=2), 1, None),

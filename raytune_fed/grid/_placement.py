@@ -27,12 +27,13 @@ def alive_totals(nodes: Sequence[Mapping[str, Any]]) -> list[dict[str, float]]:
     return [dict(n.get("Resources") or {}) for n in nodes if n.get("Alive")]
 
 
-def requirement(demand: Demand, totals: Sequence[Mapping[str, float]]) -> Requirement:
-    """The resources a cell asks Ray for, its site pin resolved against the declared resources."""
+def requirement(demand: Demand, totals: Sequence[Mapping[str, float]], offered: Sequence[str] = ()) -> Requirement:
+    """The resources a cell asks Ray for, its site pin resolved against the resources the live nodes
+    declare and those ``offered`` by node types the autoscaler can start."""
     need: dict[str, float] = {"CPU": float(demand.num_cpus)} if demand.num_cpus > 0 else {}
     need.update({k: float(v) for k, v in demand.resources.items()})
     if demand.site is not None:
-        declared: Counter = Counter()
+        declared: Counter = Counter({r: 1.0 for r in offered})
         for node in totals:
             declared.update(node)
         need.update(site_placement(demand.site, declared).get("resources", {}))

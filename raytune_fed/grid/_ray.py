@@ -29,6 +29,7 @@ from collections import deque
 from typing import Any, Iterator, Sequence
 
 from raytune_fed._checks import check_float, check_int
+from raytune_fed.cluster import offered_resources
 from raytune_fed.errors import ConfigError
 from raytune_fed.cores import granted_cores
 from raytune_fed.grid._cell import Cell, CellError, Outcome, Usage, as_result
@@ -154,9 +155,10 @@ class RayExecutor:
             grants = ray.remote(num_cpus=0)(_Grants).remote()
         granted: dict[str, int] = {}
         totals = alive_totals(ray.nodes())
+        offered = offered_resources()  # site nodes the autoscaler can start: their cells wait for them
         queues: dict[Requirement, deque[tuple[int, Cell]]] = {}
         for index, cell in enumerate(cells):  # site pins are resolved once, when the grid starts
-            queues.setdefault(requirement(cell.demand, totals), deque()).append((index, cell))
+            queues.setdefault(requirement(cell.demand, totals, offered), deque()).append((index, cell))
         slots = Slots()
         running: dict[Any, tuple[Cell, Requirement, float]] = {}
         blocked_since: dict[Requirement, float] = {}
