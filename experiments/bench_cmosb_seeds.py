@@ -316,7 +316,8 @@ def main(argv: list[str] | None = None) -> None:
         p.error("need --population >= 2, --generations >= 1, --attack-sample >= 2, --max-leakage in (0, 1], "
                 "--max-cost > 0")
     cells = [SeedCell(d, v, s, args.population, args.generations, args.bo_trials, args.attack_sample,
-                      args.max_leakage, args.max_cost) for d in datasets for s in seeds for v in variants]
+                      args.max_leakage, args.max_cost) for d in datasets for v in variants for s in seeds]
+    # variant by variant, every seed of one before the next: an interrupted run has whole variants
     for cell in cells:
         cell.settings().check()
     work = Path(args.work).resolve()

@@ -25,6 +25,7 @@ from typing import Any, Sequence
 
 import numpy as np
 from sklearn.cluster import SpectralClustering
+from threadpoolctl import threadpool_limits
 
 from raytune_fed._checks import check_int
 from raytune_fed.errors import ConfigError
@@ -58,11 +59,16 @@ def cooccurrence(cells: Sequence[np.ndarray], sample: np.ndarray) -> np.ndarray:
 
 def cluster_and_label(similarity: np.ndarray, true_labels: np.ndarray, n_classes: int, known_per_cluster: int,
                       seed: Seed) -> np.ndarray:
-    """Algorithm 2, lines 2-7: spectral clusters, each labelled from known instances in it."""
+    """Algorithm 2, lines 2-7: spectral clusters, each labelled from known instances in it.
+
+    The embedding runs on one BLAS / OpenMP thread: with few trees the affinity graph is not
+    connected, its Laplacian has repeated eigenvalues, and which eigenvectors come out then
+    depended on the number of threads (a Ray trial has one, a process on this machine two),
+    so the same view gave another eps_p in and out of Ray."""
     rng = as_generator(seed)
     model = SpectralClustering(n_clusters=n_classes, affinity="precomputed", assign_labels="cluster_qr",
                                random_state=seed_int(rng))
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), threadpool_limits(limits=1):
         warnings.simplefilter("ignore")  # "graph is not fully connected" is expected for few trees
         clusters = model.fit_predict(similarity)
     predicted = np.empty_like(true_labels)

@@ -8,16 +8,14 @@ attack on the passive party's view, max over federated rounds).  All three are m
 
 from __future__ import annotations
 
-import time
+import uuid
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
-import numpy as np
-
-from raytune_fed.attacks import N_SAMPLE, privacy_leakage
-from raytune_fed.metrics import auc, misclassification
-from raytune_fed.models.secureboost import SecureBoostClassifier
-from raytune_fed.random import Seed, derive, seed_int
+from raytune_fed.attacks import N_SAMPLE
+from raytune_fed.crypto import calibrate
+from raytune_fed.models.secureboost import check_op_times
+from raytune_fed.random import Seed
 from raytune_fed.space import Float, Int, SearchSpace
 from raytune_fed.workflows.cmosb._tasks import VerticalTask
 
@@ -56,23 +54,21 @@ class Evaluation:
 
 def evaluate(task: VerticalTask, config: Mapping[str, Any], *, he: str = "plain", op_times: Any = None,
              seed: Seed = 0, n_sample: int = N_SAMPLE, known_per_cluster: int = 1) -> Evaluation:
-    """Train SecureBoost with ``config`` on ``task`` (parties in-process) and measure the objectives."""
-    params = {k: config[k] for k in PARAMETERS}
-    model = SecureBoostClassifier(**params, passive_features=list(task.passive_features), he=he,
-                                  op_times=op_times, random_state=seed_int(derive(seed, "model")))
-    train, test = task.train_rows, task.test_rows
-    model.fit(task.X[train], task.y[train])
-    proba = model.predict_proba(task.X[test])
-    y_test = task.y[test]
-    if task.binary:
-        utility = 1.0 - auc(y_test == model.classes_[1], proba[:, 1], positive=True)
-    else:
-        utility = misclassification(y_test, model.classes_[np.argmax(proba, axis=1)])
-    start = time.perf_counter()
-    leakage = max(privacy_leakage(v, task.y[train], n_outputs=model.n_outputs_, n_sample=n_sample,
-                                  known_per_cluster=known_per_cluster, seed=derive(seed, "attack")).value
-                  for v in model.passive_views_)
-    counts = model.op_counts_
-    return Evaluation(float(utility), float(model.training_cost_), float(leakage), counts["encryptions"],
-                      counts["decryptions"], counts["additions"], counts["products"], float(model.fit_seconds_),
-                      time.perf_counter() - start)
+    """Train SecureBoost with ``config`` on ``task`` and measure the objectives, without Ray.
+
+    The parties are objects in this process, set up as the CMOSB workflow's party actors
+    (:func:`~raytune_fed.workflows.cmosb._trial.local_parties`), and the training and attack
+    are a workflow trial's (:func:`~raytune_fed.workflows.cmosb._trial.run_trial`): a
+    configuration gives the same objectives and operation counts here as in a
+    ``run_cmosb`` run with the same ``seed`` (the passive party bins all its rows, the
+    active party its training rows).  ``op_times`` None calibrates on this machine.
+    """
+    from raytune_fed.workflows.cmosb._trial import local_parties, run_trial
+
+    times = check_op_times(op_times) or calibrate()
+    parties = local_parties(task, he=he, op_times=times.as_dict(), seed=seed, n_sample=n_sample,
+                            known_per_cluster=known_per_cluster)
+    m = run_trial(dict(config), parties, f"evaluate-{uuid.uuid4().hex[:8]}")
+    return Evaluation(float(m["utility_loss"]), float(m["training_cost"]), float(m["privacy_leakage"]),
+                      m["encryptions"], m["decryptions"], m["additions"], m["products"], float(m["fit_seconds"]),
+                      float(m["attack_seconds"]))

@@ -1,0 +1,60 @@
+"""A CMOSB trial measured in-process (``evaluate``) and through the workflow's Tune run on party actors agree."""
+
+from __future__ import annotations
+
+import pytest
+
+from raytune_fed.crypto import REFERENCE_OP_TIMES
+from raytune_fed.workflows.cmosb import OBJECTIVES, PARAMETERS, evaluate, load_task
+
+COUNTS = ("encryptions", "decryptions", "additions", "products")
+
+
+@pytest.mark.ray
+def test_evaluate_measures_what_the_tune_trial_of_the_same_configuration_and_seed_measures(ray_session, tmp_path):
+    from raytune_fed.workflows.cmosb import CMOSBSettings, run_cmosb
+
+    settings = CMOSBSettings(dataset="synthetic1", population=2, generations=1, baselines=("es",), seed=4,
+                             n_sample=150, points=({"n_f": 3, "n_l": 1, "d": 4, "r": 0.5, "theta_p": 0.8,
+                                                    "eta": 0.2},))
+    frame = run_cmosb(settings, tmp_path / "run")
+    assert len(frame) == 2 + 3 + 1
+    task = load_task("synthetic1")
+    for row in frame.to_dict("records"):
+        e = evaluate(task, {k: row[k] for k in PARAMETERS}, op_times=REFERENCE_OP_TIMES, seed=4, n_sample=150)
+        # the same trees (utility, operation counts), the same price and the same attack on the same view
+        assert e.objectives() == tuple(row[k] for k in OBJECTIVES), row["preset"] or row["method"]
+        assert [getattr(e, k) for k in COUNTS] == [row[k] for k in COUNTS]
+    # another seed is another training (subsample, attack sample): the seed reaches both paths
+    row = frame[frame.preset == "point0"].iloc[0]
+    other = evaluate(task, {k: row[k] for k in PARAMETERS}, op_times=REFERENCE_OP_TIMES, seed=5, n_sample=150)
+    assert other.objectives() != tuple(row[k] for k in OBJECTIVES)
+
+
+def test_evaluate_bins_the_passive_columns_on_every_row_the_party_holds():
+    """The passive party's cut points come from all its rows, as a party actor's do (not from the training rows)."""
+    from raytune_fed.models.secureboost._binning import quantile_edges
+    from raytune_fed.workflows.cmosb._trial import local_parties
+
+    task = load_task("synthetic1")
+    parties = local_parties(task, he="plain", op_times=REFERENCE_OP_TIMES.as_dict(), seed=0)
+    columns = task.X[:, task.passive_features[0]]
+    assert parties.passive.n_rows == task.X.shape[0] > task.train_rows.size
+    on_all = quantile_edges(columns, 32)
+    on_train = quantile_edges(columns[task.train_rows], 32)
+    assert any(a.size != b.size or (a != b).any() for a, b in zip(on_all, on_train))  # the two readings differ
+
+
+def test_the_attack_gives_the_same_leakage_whatever_the_thread_count():
+    """A view whose affinity graph is not connected (few shallow trees on a small row sample): its clusters
+    once depended on the BLAS threads, so a Ray trial (one thread) and a process (all cores) disagreed."""
+    from threadpoolctl import threadpool_limits
+
+    task = load_task("synthetic1")
+    config = {"n_federated_trees": 2, "n_local_trees": 13, "max_depth": 1, "subsample": 0.1888043810179868,
+              "purity_threshold": 0.9166455088042935, "learning_rate": 0.03366644535137294}
+    leakage = []
+    for threads in (1, 2):
+        with threadpool_limits(limits=threads):
+            leakage.append(evaluate(task, config, op_times=REFERENCE_OP_TIMES, seed=4, n_sample=150).privacy_leakage)
+    assert leakage[0] == leakage[1] == 0.5   # what the Tune trial of this configuration measured
