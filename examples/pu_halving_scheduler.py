@@ -40,7 +40,7 @@ def main():
     data = load_dataset("twonorm")
     split = pu_split(data.X, data.y, c=0.2, seed=0)   # PU train / PU validation / labelled test
     prior = estimate_prior(split, seed=0)               # TIcE: the true class prior is never used
-    order = nested_order(split.s_train, seed=0)         # every prefix holds its share of labelled rows
+    order = nested_order(split.s_train, seed=0)         # labelled and unlabelled rows alternate (rung rows)
     scheduler = PUHalvingScheduler(n_configs=len(LAMBDAS), n_rows=split.n_train, seed=0, metric="ipm", mode="max")
     with tempfile.TemporaryDirectory() as storage:
         tune.Tuner(tune.with_parameters(train, split=split, rows=scheduler.rung_rows, order=order, prior=prior),

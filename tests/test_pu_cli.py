@@ -11,6 +11,7 @@ import pytest
 from raytune_fed.cli._main import main
 from raytune_fed.errors import ConfigError
 from raytune_fed.workflows.pu import PUGridSettings, build_grid, summarize, write_report
+from raytune_fed.workflows.pu._grid import TIMING_COLUMNS
 
 
 @pytest.fixture
@@ -31,6 +32,10 @@ def one_class_csv(tmp_path):
     (["--methods", "ode,bagging"], r"unknown method 'bagging'; known methods: \['ode', 'upu', 'nnpu'"),
     (["--evaluator", "f1"], r"unknown evaluator 'f1'; known evaluators: \['ipm', 'auc'\]"),
     (["--reps", "0"], r"n_reps must be an integer >= 1, got 0"),
+    (["--budget-factor", "0"], r"budget_factor must be > 0, got 0.0"),
+    (["--rung-sampling", "stratified"], r"unknown rung sampling 'stratified'; known: \['proportional', 'balanced', "
+                                        r"'uniform'\]"),
+    (["--prior", "oracle"], r"unknown prior source 'oracle'; known: \['tice', 'true'\]"),
 ])
 def test_bad_input_exits_2_with_one_line(argv, message, tmp_path, capsys, one_class_csv):
     out = tmp_path / "out"
@@ -83,7 +88,8 @@ def test_tables_are_means_over_replications():
     assert t4 == pytest.approx({"selfpaced": 85.0, "exp": 65.0})
     t5 = {r["control_variate"]: r["mean"] for r in tables["table5_control_variate"]}
     assert t5 == pytest.approx({True: 65.0, False: 85.0}) and tables["table5_schedule"] == "exp"
-    ratios = {r["column"]: r["ratio"] for r in tables["table6_ratio_to_ode"]}
+    assert "table6_seconds" not in tables and "table6_ratio_to_ode" not in tables   # clock readings stay apart
+    ratios = {r["column"]: r["ratio"] for r in summarize(_frame())["timings"]["table6_ratio_to_ode"]}
     assert ratios == pytest.approx({"ode": 1.0, "upu": 10.0})
 
 
@@ -119,6 +125,17 @@ def test_cli_runs_a_grid_on_ray_and_resumes(ray_session, tmp_path, capsys):
     again = pd.read_parquet(out / "results.parquet")
     compared = ["variant", "rep", "test_auc", "config", "rows_used", "prior"]
     assert again[compared].to_json() == first[compared].to_json()
+
+    # the same command into a fresh directory recomputes every cell: the same rows but for the clock's columns,
+    # and the same summary tables; the timings are kept apart from the tables
+    other = tmp_path / "pu_again"
+    assert main([*argv[:-1], str(other)]) == 0
+    fresh = pd.read_parquet(other / "results.parquet")
+    assert set(TIMING_COLUMNS) <= set(fresh.columns)
+    pd.testing.assert_frame_equal(fresh.drop(columns=list(TIMING_COLUMNS)), first.drop(columns=list(TIMING_COLUMNS)))
+    summary_again = json.loads((other / "summary.json").read_text())
+    assert summary_again["tables"] == summary["tables"] and summary_again["n_cells"] == summary["n_cells"]
+    assert {"grid_seconds", "table6_seconds"} <= set(summary_again["timings"])
 
 
 def test_a_cell_key_holds_only_the_settings_its_method_uses():

@@ -73,8 +73,20 @@ def test_multi_class_sets_become_one_class_against_the_rest():
         pu_dataset(load_dataset("wine"), positive="7")
 
 
+def test_sat_is_the_papers_class_7_against_class_1():
+    # Table 1 of the ODE paper: 913 test rows (0.3 x 3041, rounded up) and a positive share of 0.495
+    sat = pu_dataset(load_dataset("sat"))
+    full = load_dataset("satimage")
+    assert sat.n_rows == 3041 == int(np.isin(np.asarray(full.class_names)[full.y], ["1", "7"]).sum())
+    assert sat.class_names == ("1", "7") and int(sat.y.sum()) == 1508 and round(sat.y.mean(), 3) == 0.496
+    rows_7 = full.X[np.asarray(full.class_names)[full.y] == "7"]
+    assert np.array_equal(sat.X[sat.y == 1], rows_7)
+    split = pu_split(sat.X, sat.y, c=0.01, seed=0, name="sat")
+    assert split.y_test.size == 912 and split.n_pu == 3041 - 912       # per-class rounding: 452 + 460
+
+
 def test_every_benchmark_dataset_splits_at_the_smallest_c():
-    for name in ("twonorm", "spambase", "chess", "satimage", "texture", "titanic"):
+    for name in ("twonorm", "spambase", "chess", "sat", "satimage", "texture", "titanic"):
         split = pu_split(*_xy(name), c=0.01, seed=0, name=name)
         assert split.s_train.sum() >= 1 and split.s_val.sum() >= 1
 

@@ -72,8 +72,22 @@ def test_control_variate_closed_form():
     assert eta == pytest.approx(-2.0) and estimate == pytest.approx(2.0 - 2.0 * 0.5)
     assert control_variate(a, np.ones(3)) == (pytest.approx(2.0), 0.0)     # constant ratio: no correction
     assert control_variate(np.array([0.7]), np.array([3.0])) == (pytest.approx(0.7), 0.0)
+    assert control_variate(a, w, min_rows=4) == (pytest.approx(2.0), 0.0)  # below the count: off
     assert pu_score(S, SCORES, evaluator="ipm", ratio=[1.0, 1.5]) == pytest.approx(
         control_variate(pu_contributions(S, SCORES, "ipm"), [1.0, 1.5])[0])
+
+
+def test_shrunk_eta_keeps_a_clear_slope_and_drops_a_noisy_one():
+    w = np.array([0.2, 0.6, 1.0, 1.4, 1.8])
+    exact = 3.0 - 0.5 * w                                     # a exactly linear in w: se = 0, no shrinkage
+    assert control_variate(exact, w, shrink=True)[1] == pytest.approx(0.5)
+    noisy = np.array([1.0, -1.0, 0.9, -1.1, 1.05])            # slope far inside its standard error
+    raw = control_variate(noisy, w)[1]
+    assert raw != 0.0 and control_variate(noisy, w, shrink=True)[1] == 0.0
+    middling = exact + np.array([0.05, -0.05, 0.0, 0.05, -0.05])
+    shrunk = control_variate(middling, w, shrink=True)[1]
+    assert 0.0 < shrunk < control_variate(middling, w)[1]
+    assert control_variate(exact[:2], w[:2], shrink=True)[1] == 0.0   # two rows cannot give a standard error
 
 
 # ------------------------------------------------------------------ Theorem 1 on data with known labels
@@ -129,13 +143,21 @@ def test_control_variate_lowers_the_variance_over_resamples():
         assert np.var(reduced) < 0.8 * np.var(plain), evaluator
 
 
-def test_density_ratio_has_mean_near_one_over_positives():
+@pytest.mark.parametrize("n_p, d", [(400, 4), (100, 10)])
+def test_density_ratio_has_mean_one_over_positives_it_has_not_seen(n_p, d):
+    # eq. 13: E_P[p_U / p_P] = 1.  The ratio is normalised on the training positives (out of fold), so over
+    # fresh positives its mean is 1 up to the normaliser's sampling error, which the tolerance states: three
+    # standard errors of the normaliser plus three of the fresh sample's mean.  The regularised logistic
+    # regression's own odds miss the identity by more than that.
     rng = np.random.default_rng(3)
-    P, U, _ = _pu_sample(rng, 500, 3000, 0.3)
-    ratio = DensityRatio(seed=1).fit(np.vstack([P, U]), np.r_[np.ones(500), np.zeros(3000)].astype(int))
-    P_new, _, _ = _pu_sample(rng, 5000, 1, 0.3)
-    assert abs(ratio.ratio(P_new).mean() - 1.0) < 0.15
-    assert np.all(ratio.g(P_new) > 0) and np.all(ratio.g(P_new) < 1)
+    P, U, _ = _pu_sample(rng, n_p, 3000, 0.3, d=d)
+    fresh, _, _ = _pu_sample(rng, 20000, 1, 0.3, d=d)
+    ratio = DensityRatio(seed=1).fit(np.vstack([P, U]), np.r_[np.ones(n_p), np.zeros(3000)].astype(int))
+    w = ratio.ratio(fresh)
+    tolerance = 3.0 * (ratio.normaliser_se_ / ratio.normaliser_ + w.std() / np.sqrt(w.size))
+    assert abs(w.mean() - 1.0) < tolerance
+    assert abs(ratio.raw_ratio(fresh).mean() - 1.0) > tolerance
+    assert np.all(w > 0)
 
 
 # ------------------------------------------------------------------ bad input

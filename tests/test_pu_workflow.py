@@ -31,12 +31,26 @@ CONFIGS = configuration_set(["upu"])[::10]          # 10 configurations: a small
 
 def test_nested_order_spreads_labelled_rows_over_every_prefix():
     s = np.r_[np.ones(30), np.zeros(270)].astype(int)
-    order = nested_order(s, 5)
+    order = nested_order(s, 5, "proportional")
     assert sorted(order.tolist()) == list(range(300))
     assert s[order[0]] == 1 and s[order[1]] == 0
     for r in (2, 10, 50, 123, 300):
         assert abs(s[order[:r]].sum() - r * 0.1) <= 1.5
-    assert np.array_equal(order, nested_order(s, 5)) and not np.array_equal(order, nested_order(s, 6))
+    assert np.array_equal(order, nested_order(s, 5, "proportional"))
+    assert not np.array_equal(order, nested_order(s, 6, "proportional"))
+
+
+def test_balanced_order_alternates_until_the_labelled_rows_run_out():
+    s = np.r_[np.ones(30), np.zeros(270)].astype(int)
+    order = nested_order(s, 5)                              # the default
+    assert sorted(order.tolist()) == list(range(300))
+    assert s[order[:60]].tolist() == [1, 0] * 30 and s[order[60:]].sum() == 0
+    for r in (2, 7, 33, 59, 61, 200):
+        assert s[order[:r]].sum() == min((r + 1) // 2, 30)
+    uniform = nested_order(s, 5, "uniform")
+    assert sorted(uniform.tolist()) == list(range(300)) and not np.array_equal(uniform, order)
+    with pytest.raises(ConfigError, match=r"unknown rung sampling 'random'; known: \['proportional', 'balanced'"):
+        nested_order(s, 5, "random")
 
 
 @pytest.mark.parametrize("schedule", SCHEDULES)
@@ -64,11 +78,26 @@ def test_every_method_runs_on_a_split(split):
         assert (result.prior is not None) == (name in ("ode", "upu", "nnpu"))
 
 
+def test_the_control_variate_is_used_only_where_its_conditions_hold(split):
+    from raytune_fed.workflows.pu._ode import ValidationCriterion
+
+    n_val = int(split.s_val.sum())
+    assert min(n_val, int(split.s_train.sum())) >= 6
+    on = ValidationCriterion(split, ODESettings(cv_max_normaliser_se=1.0), seed=0)
+    assert on.uses_control_variate and on.ratio.shape == (n_val,)
+    assert not ValidationCriterion(split, ODESettings(cv_min_rows=n_val + 1), seed=0).uses_control_variate
+    assert not ValidationCriterion(split, ODESettings(cv_max_normaliser_se=0.0), seed=0).uses_control_variate
+    assert not ValidationCriterion(split, ODESettings(control_variate=False), seed=0).uses_control_variate
+
+
 BAD_INPUT = [
     (lambda s: ODESettings(evaluator="f1"), r"unknown evaluator 'f1'"),
     (lambda s: ODESettings(schedule="cosine"), r"unknown schedule 'cosine'"),
     (lambda s: ODESettings(learners=("svm",)), r"unknown learner 'svm'; known learners: \['nnpu', 'upu'\]"),
     (lambda s: ODESettings(learners=()), r"at least one PU learner"),
+    (lambda s: ODESettings(rung_sampling="stratified"), r"unknown rung sampling 'stratified'"),
+    (lambda s: ODESettings(budget_factor=0), r"budget_factor must be > 0, got 0"),
+    (lambda s: ODESettings(cv_min_rows=1), r"cv_min_rows must be an integer >= 2, got 1"),
     (lambda s: check_methods(["ode", "magic"]), r"unknown method 'magic'; known methods: \['ode', 'upu', 'nnpu', "
                                                 r"'wsvm', 'supervised'\]"),
     (lambda s: check_methods(["ode", "ode"]), r"methods must be distinct"),

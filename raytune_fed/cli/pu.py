@@ -35,14 +35,21 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="ODE with the control variate (default: on)")
     p.add_argument("--compare-control-variate", action="store_true",
                    help="run ODE both with and without the control variate (Table 5)")
-    p.add_argument("--budget-samples", type=int, default=None, help="ODE's sample budget B (default: N)")
+    p.add_argument("--budget-samples", type=int, default=None,
+                   help="ODE's sample budget B in rows (default: --budget-factor x N)")
+    p.add_argument("--budget-factor", type=float, default=1.0,
+                   help="B = this x N, N the rows of the PU data (default: %(default)s, the paper's B = N)")
+    p.add_argument("--rung-sampling", default="balanced",
+                   help="the rows a rung trains on: labelled and unlabelled rows alternate until the labelled run out "
+                        "(balanced, default), each prefix holds the labelled share of the training rows "
+                        "(proportional), or a uniformly random prefix (uniform)")
     p.add_argument("--budget-seconds", type=float, default=None, help="ODE's training-time budget B' (default: none)")
     p.add_argument("--asynchronous", action="store_true", help="ODE's ASHA-like asynchronous halving")
-    p.add_argument("--reps", type=int, default=3, help="replications (default: %(default)s)")
+    p.add_argument("--reps", type=int, default=10, help="replications (default: %(default)s, the paper's count)")
     p.add_argument("--supervised-trials", type=int, default=30, help="TPE trials of the supervised baseline")
     p.add_argument("--baseline-configs", type=int, default=None,
                    help="thin the uPU/nnPU baselines to this many configurations (reduced runs; default: all)")
-    p.add_argument("--prior", default="tice", choices=("tice", "true"),
+    p.add_argument("--prior", default="tice",
                    help="class prior for uPU/nnPU training and the baselines' risks: TIcE's estimate (default) or "
                         "the split's true prior (an oracle, for diagnosis)")
     p.add_argument("--seed", type=int, default=0, help="root seed (default: %(default)s)")
@@ -57,6 +64,7 @@ def run(args: argparse.Namespace) -> None:
     cvs = (True, False) if args.compare_control_variate else (args.control_variate,)
     settings = PUGridSettings(datasets=args.dataset, cs=args.c, methods=args.methods, evaluators=args.evaluator,
                               schedules=args.schedule, control_variates=cvs, budget_samples=args.budget_samples,
+                              budget_factor=args.budget_factor, rung_sampling=args.rung_sampling,
                               budget_seconds=args.budget_seconds, asynchronous=args.asynchronous, n_reps=args.reps,
                               seed=args.seed, supervised_trials=args.supervised_trials,
                               baseline_configs=args.baseline_configs, target=args.target, prior=args.prior)

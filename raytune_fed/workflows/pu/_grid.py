@@ -32,7 +32,15 @@ from raytune_fed.grid import Cell, CellResult, Progress, RayExecutor, check_grid
 from raytune_fed.metrics.pu import EVALUATORS
 from raytune_fed.store import ResultStore, write_atomic
 from raytune_fed.workflows.pu._methods import PRIOR_SOURCES, check_methods, run_method
-from raytune_fed.workflows.pu._ode import ODE_MIN_ROWS, ODESettings, configuration_set
+from raytune_fed.workflows.pu._ode import (
+    CV_MAX_NORMALISER_SE,
+    CV_MIN_ROWS,
+    ODE_MIN_ROWS,
+    RUNG_SAMPLINGS,
+    ODESettings,
+    configuration_set,
+    search_budget,
+)
 
 TIMING_COLUMNS = ("seconds",)
 _COST = {"nnpu": 20.0, "wsvm": 6.0, "upu": 4.0, "supervised": 3.0, "ode": 1.0}  # relative, from bench_pu timings
@@ -49,9 +57,11 @@ class PUGridSettings:
     schedules: tuple[str, ...] = ("selfpaced",)
     control_variates: tuple[bool, ...] = (True,)
     budget_samples: int | None = None
+    budget_factor: float = 1.0            # B = budget_factor x N when budget_samples is None
+    rung_sampling: str = "balanced"
     budget_seconds: float | None = None
     asynchronous: bool = False
-    n_reps: int = 3
+    n_reps: int = 10
     seed: int = 0
     supervised_trials: int = 30
     baseline_configs: int | None = None   # thin the uPU/nnPU baselines' grids (reduced runs only)
@@ -78,6 +88,10 @@ class PUGridSettings:
         check_unique("control_variates", self.control_variates)
         if self.budget_samples is not None:
             check_int("budget_samples", self.budget_samples, 1)
+        if check_float("budget_factor", self.budget_factor, 0.0) == 0.0:
+            raise ConfigError(f"budget_factor must be > 0, got {self.budget_factor!r}")
+        if self.rung_sampling not in RUNG_SAMPLINGS:
+            raise ConfigError(f"unknown rung sampling {self.rung_sampling!r}; known: {list(RUNG_SAMPLINGS)}")
         if self.budget_seconds is not None and check_float("budget_seconds", self.budget_seconds, 0.0) == 0.0:
             raise ConfigError(f"budget_seconds must be > 0 (or None for no time budget), got {self.budget_seconds!r}")
         check_int("n_reps", self.n_reps, 1)
@@ -108,7 +122,8 @@ class PUCell(Cell):
         if self.method == "ode":
             own = {"evaluator": self.evaluator, "schedule": self.schedule, "control_variate": self.control_variate,
                    "budget_samples": s.budget_samples, "budget_seconds": s.budget_seconds,
-                   "asynchronous": s.asynchronous}
+                   "asynchronous": s.asynchronous, "rung_sampling": s.rung_sampling, "budget_factor": s.budget_factor,
+                   "cv_min_rows": CV_MIN_ROWS, "cv_max_normaliser_se": CV_MAX_NORMALISER_SE}
         elif self.method in ("upu", "nnpu"):
             own = {"baseline_configs": s.baseline_configs}
         elif self.method == "supervised":
@@ -167,13 +182,20 @@ def cell_split(cell: PUCell) -> Any:
     return pu_split(data.X, data.y, c=cell.c, seed=cell.seed(), name=cell.dataset)
 
 
+def ode_settings(cell: PUCell) -> ODESettings:
+    """The ODE settings of a cell (its own evaluator, schedule and control variate; the grid's budgets)."""
+    s = cell.settings
+    return ODESettings(evaluator=cell.evaluator or "ipm", schedule=cell.schedule or "selfpaced",
+                       control_variate=True if cell.control_variate is None else cell.control_variate,
+                       budget_samples=s.budget_samples, budget_factor=s.budget_factor, rung_sampling=s.rung_sampling,
+                       budget_seconds=s.budget_seconds, asynchronous=s.asynchronous)
+
+
 def run_cell(cell: PUCell) -> CellResult:
     """Run one cell: its method on its split; one row (test AUC, choice, rows, prior) and its seconds."""
     split = cell_split(cell)
     s = cell.settings
-    ode = ODESettings(evaluator=cell.evaluator or "ipm", schedule=cell.schedule or "selfpaced",
-                      control_variate=True if cell.control_variate is None else cell.control_variate,
-                      budget_samples=s.budget_samples, budget_seconds=s.budget_seconds, asynchronous=s.asynchronous)
+    ode = ode_settings(cell)
     started = time.perf_counter()
     result = run_method(cell.method, split, seed=cell.seed(), ode=ode, supervised_trials=s.supervised_trials,
                         max_configs=s.baseline_configs, prior=s.prior)
@@ -201,7 +223,8 @@ def check_inputs(settings: PUGridSettings) -> None:
             split = cell_split(PUCell(name, c, 0, "ode", None, None, None, settings=settings))
             if "ode" not in settings.methods:
                 continue
-            budget = split.n_pu if settings.budget_samples is None else settings.budget_samples
+            budget = search_budget(split, ODESettings(budget_samples=settings.budget_samples,
+                                                      budget_factor=settings.budget_factor))
             for schedule in settings.schedules:
                 try:
                     rung_table(n_configs, n_rows=split.n_train, budget_samples=budget, schedule=schedule,
@@ -235,6 +258,8 @@ def run_grid(settings: PUGridSettings, *, out: str | Path, address: str | None =
     frame = result.frame()
     out = Path(out)
     write_atomic(out / "results.parquet", lambda p: frame.to_parquet(p, index=False))
-    summary = {"settings": asdict(settings), "grid_seconds": result.seconds, **summarize(frame)}
+    summary = summarize(frame)
+    summary = {"settings": asdict(settings), **summary, "timings": {"grid_seconds": result.seconds,
+                                                                     **summary["timings"]}}
     write_atomic(out / "summary.json", lambda p: Path(p).write_text(json.dumps(summary, indent=2, default=str)))
     return frame

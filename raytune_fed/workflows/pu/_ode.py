@@ -2,14 +2,18 @@
 
 Every configuration of round ``t`` is trained on the first ``r_t`` rows of one fixed
 ordering of the training split (:func:`nested_order`), so the training sets of a
-configuration grow by inclusion from round to round (the paper's Remark 1).  It is scored
-on the validation split by IPM_PU (default) or AUC_PU, with the control variate by
-default; the core minimises ``-R``.  The selected configuration is then refitted on the
-whole training split and scored on the test rows.
+configuration grow by inclusion from round to round (the paper's Remark 1).  The default
+ordering alternates labelled and unlabelled rows until the labelled ones run out
+(``rung_sampling="balanced"``): at c = 0.01 a rung of a few hundred rows then holds every
+labelled row instead of the one or two a prefix stratified by ``s`` holds.  A configuration is
+scored on the validation split by IPM_PU (default) or AUC_PU, with the control variate where
+the splits hold enough labelled rows for it (:data:`CV_MIN_ROWS`); the core minimises ``-R``.
+The selected configuration is then refitted on the whole training split and scored on the
+test rows.
 
 Rows: the sample budget ``B`` (default ``N``, the rows of the PU data = training plus
-validation rows, the paper's ``D``) bounds the rows fed to learners during the search;
-the final refit is reported separately (``rows_final``).  Each configuration gets at
+validation rows, the paper's ``D``; ``budget_factor`` gives ``B = k N``) bounds the rows fed
+to learners during the search; the final refit is reported separately (``rows_final``).  Each configuration gets at
 least ``min_rows = 2`` rows (one labelled, one unlabelled: the least a PU learner can fit).
 """
 
@@ -23,6 +27,7 @@ import numpy as np
 
 from raytune_fed.algorithms.halving import RESERVED_KEYS, SuccessiveHalving
 from raytune_fed.algorithms.schedules import DEFAULT_ETA0, DEFAULT_MU, check_schedule
+from raytune_fed._checks import check_float, check_int
 from raytune_fed.errors import ConfigError
 from raytune_fed.metrics import DensityRatio, auc, bounded_scores, pu_score
 from raytune_fed.metrics.pu import EVALUATORS
@@ -32,6 +37,15 @@ from raytune_fed.random import as_generator, derive, seed_int
 from raytune_fed.simulation import PUSplit
 
 ODE_MIN_ROWS = 2
+RUNG_SAMPLINGS = ("proportional", "balanced", "uniform")
+CV_MIN_ROWS = 6
+"""Fewest labelled rows the validation split (and the training split, which fits the density ratio) must hold
+for the control variate to be used: with fewer it raised the criterion's variance on the paper's datasets
+(``docs/pu.md``, ``experiments/bench_pu_criterion.py``)."""
+CV_MAX_NORMALISER_SE = 0.1
+"""Largest relative standard error of the density ratio's normaliser (its mean over the training positives)
+for which the control variate is used: above it eq. 13's mean of 1 is not known well enough, and on the
+paper's datasets the variate then raised the criterion's variance by far (a few positives with huge odds)."""
 FIT_FAILURES = (ValueError, np.linalg.LinAlgError, FloatingPointError)
 """What a fit on a few rows may raise (e.g. every feature constant): the job is discarded, it ranks last."""
 
@@ -43,8 +57,13 @@ class ODESettings:
     learners: tuple[str, ...] = ("upu",)
     evaluator: str = "ipm"
     control_variate: bool = True
+    cv_min_rows: int = CV_MIN_ROWS         # the variate is off with fewer labelled validation rows
+    cv_max_normaliser_se: float = CV_MAX_NORMALISER_SE   # ... or a less precise normaliser
+    cv_shrink: bool = True                 # eta shrunk towards 0 by its standard error
     schedule: str = "selfpaced"
-    budget_samples: int | None = None      # None: N = training + validation rows
+    rung_sampling: str = "balanced"
+    budget_samples: int | None = None      # None: budget_factor x N, N = training + validation rows
+    budget_factor: float = 1.0
     budget_seconds: float | None = None
     eta0: float = DEFAULT_ETA0
     mu: float = DEFAULT_MU
@@ -54,6 +73,15 @@ class ODESettings:
         if self.evaluator not in EVALUATORS:
             raise ConfigError(f"unknown evaluator {self.evaluator!r}; known evaluators: {list(EVALUATORS)}")
         check_schedule(self.schedule)
+        if self.rung_sampling not in RUNG_SAMPLINGS:
+            raise ConfigError(f"unknown rung sampling {self.rung_sampling!r}; known: {list(RUNG_SAMPLINGS)}")
+        check_int("cv_min_rows", self.cv_min_rows, 2)
+        check_float("cv_max_normaliser_se", self.cv_max_normaliser_se, 0.0)
+        if not isinstance(self.cv_shrink, bool) or not isinstance(self.control_variate, bool):
+            raise ConfigError(f"control_variate and cv_shrink must be True or False, got "
+                              f"{self.control_variate!r} and {self.cv_shrink!r}")
+        if check_float("budget_factor", self.budget_factor, 0.0) == 0.0:
+            raise ConfigError(f"budget_factor must be > 0, got {self.budget_factor!r}")
         if not self.learners:
             raise ConfigError("ODE needs at least one PU learner for its configuration set")
         for name in self.learners:
@@ -92,17 +120,68 @@ def build_model(config: Mapping[str, Any], *, prior: float, seed: int) -> Any:
     return get_learner(config["learner"], task="pu").build(params, seed=seed).set_params(model__prior=prior)
 
 
-def nested_order(s: np.ndarray, seed: Any) -> np.ndarray:
-    """A permutation of the rows whose every prefix holds its share of labelled rows.
+def nested_order(s: np.ndarray, seed: Any, sampling: str = "balanced") -> np.ndarray:
+    """A permutation of the training rows; round ``t`` trains on its first ``r_t`` rows (nested sets).
 
-    Labelled and unlabelled rows are shuffled separately and merged by their positions
-    ``j / n_labelled`` and ``(i + 1/2) / n_unlabelled``: the first row is labelled, the
-    second unlabelled, and a prefix of ``r`` rows holds about ``r * n_labelled / n`` labelled.
+    ``proportional``: labelled and unlabelled rows are shuffled separately and merged by their
+    positions ``j / n_labelled`` and ``(i + 1/2) / n_unlabelled``, so the first row is labelled,
+    the second unlabelled, and a prefix of ``r`` rows holds about ``r * n_labelled / n`` labelled
+    rows (stratified by ``s``).  ``balanced``: labelled and unlabelled rows alternate until the
+    labelled ones run out, so a prefix of ``r`` rows holds ``min(ceil(r / 2), n_labelled)``
+    labelled rows.  ``uniform``: one uniformly random order (a prefix may hold no labelled row;
+    a learner that cannot fit on it ranks last).
     """
+    if sampling not in RUNG_SAMPLINGS:
+        raise ConfigError(f"unknown rung sampling {sampling!r}; known: {list(RUNG_SAMPLINGS)}")
     rng = as_generator(seed)
+    s = np.asarray(s)
+    if sampling == "uniform":
+        return rng.permutation(s.size)
     lab, unl = rng.permutation(np.flatnonzero(s == 1)), rng.permutation(np.flatnonzero(s == 0))
-    keys = np.concatenate([np.arange(lab.size) / lab.size, (np.arange(unl.size) + 0.5) / unl.size])
+    if sampling == "balanced":
+        keys = np.concatenate([np.arange(lab.size) * 2.0,
+                               np.where(np.arange(unl.size) < lab.size, np.arange(unl.size) * 2.0 + 1.0,
+                                        np.arange(unl.size) + lab.size)])
+    else:
+        keys = np.concatenate([np.arange(lab.size) / lab.size, (np.arange(unl.size) + 0.5) / unl.size])
     return np.concatenate([lab, unl])[np.argsort(keys, kind="stable")]
+
+
+def search_budget(split: PUSplit, settings: ODESettings) -> int:
+    """The sample budget ``B``: ``budget_samples``, else ``floor(budget_factor x N)``."""
+    if settings.budget_samples is not None:
+        return settings.budget_samples
+    return int(np.floor(settings.budget_factor * split.n_pu))
+
+
+class ValidationCriterion:
+    """IPM_PU or AUC_PU of a model on the validation split, with the control variate where it is on.
+
+    The variate is on when ``settings.control_variate``, the validation and training splits
+    each hold at least ``settings.cv_min_rows`` labelled rows, and the density ratio (fitted on
+    the training split once, :class:`~raytune_fed.metrics.DensityRatio`) has a normaliser with
+    a relative standard error of at most ``settings.cv_max_normaliser_se``; the ratio is then
+    evaluated at the labelled validation rows and ``eta`` shrunk by its standard error
+    (``cv_shrink``).
+    """
+
+    def __init__(self, split: PUSplit, settings: ODESettings, *, seed: Any) -> None:
+        self.s_val, self.X_val = split.s_val, split.X_val
+        self.evaluator, self.shrink, self.min_rows = settings.evaluator, settings.cv_shrink, settings.cv_min_rows
+        self.ratio = None
+        if settings.control_variate and min(int(split.s_val.sum()), int(split.s_train.sum())) >= settings.cv_min_rows:
+            ntc = DensityRatio(seed=seed_int(derive(seed, "ode", "ntc"))).fit(split.X_train, split.s_train)
+            if ntc.normaliser_se_ <= settings.cv_max_normaliser_se * ntc.normaliser_:
+                self.ratio = ntc.ratio(split.X_val[split.s_val == 1])
+
+    @property
+    def uses_control_variate(self) -> bool:
+        return self.ratio is not None
+
+    def __call__(self, model: Any) -> float:
+        scores = validation_scores(model, self.X_val)
+        return pu_score(self.s_val, scores, evaluator=self.evaluator, ratio=self.ratio, shrink=self.shrink,
+                        min_rows=self.min_rows)
 
 
 def validation_scores(model: Any, X: np.ndarray) -> np.ndarray:
@@ -116,16 +195,13 @@ def run_ode(split: PUSplit, settings: ODESettings, *, prior: float, seed: Any,
     """One ODE search on ``split`` with the class prior ``prior`` used to *train* the learners."""
     start = time.perf_counter()
     configs = configuration_set(settings.learners) if configs is None else [dict(c) for c in configs]
-    budget = split.n_pu if settings.budget_samples is None else settings.budget_samples
+    budget = search_budget(split, settings)
     core = SuccessiveHalving(configs, n_rows=split.n_train, budget_samples=budget,
                              budget_seconds=settings.budget_seconds, schedule=settings.schedule,
                              eta0=settings.eta0, mu=settings.mu, min_rows=ODE_MIN_ROWS,
                              asynchronous=settings.asynchronous, seed=derive(seed, "ode", "ties"))
-    order = nested_order(split.s_train, derive(seed, "ode", "order"))
-    ratio = None
-    if settings.control_variate:
-        ntc = DensityRatio(seed=seed_int(derive(seed, "ode", "ntc"))).fit(split.X_train, split.s_train)
-        ratio = ntc.ratio(split.X_val[split.s_val == 1])
+    order = nested_order(split.s_train, derive(seed, "ode", "order"), settings.rung_sampling)
+    criterion = ValidationCriterion(split, settings, seed=seed)
     model_seed = seed_int(derive(seed, "ode", "models"))
     n_failed = rows_fed = 0
     while not core.is_finished:
@@ -139,8 +215,7 @@ def run_ode(split: PUSplit, settings: ODESettings, *, prior: float, seed: Any,
             t0 = time.perf_counter()
             try:
                 model = build_model(job, prior=prior, seed=model_seed).fit(split.X_train[rows], split.s_train[rows])
-                scores = validation_scores(model, split.X_val)
-                values.append(-pu_score(split.s_val, scores, evaluator=settings.evaluator, ratio=ratio))
+                values.append(-criterion(model))
                 done.append(job)
                 seconds.append(time.perf_counter() - t0)
             except FIT_FAILURES:
@@ -155,5 +230,6 @@ def run_ode(split: PUSplit, settings: ODESettings, *, prior: float, seed: Any,
     final = build_model(best, prior=prior, seed=model_seed).fit(split.X_train, split.s_train)
     test_auc = auc(split.y_test, final.decision_function(split.X_test))
     return SearchResult(config=best, value=-value, test_auc=test_auc, rows_used=core.rows_used,
-                        rows_fed=rows_fed, rows_final=split.n_train, seconds=time.perf_counter() - start, n_failed=n_failed,
+                        rows_fed=rows_fed, rows_final=split.n_train, seconds=time.perf_counter() - start,
+                        n_failed=n_failed,
                         trace=core.results())

@@ -111,7 +111,8 @@ def write_report(out_dir: str | Path, frame: pd.DataFrame | None = None, *, comm
     missing = [c for c in _REQUIRED if c not in frame.columns]
     if missing:
         raise ConfigError(f"{out_dir}/results.parquet is not a PU grid's results: columns {missing} are missing")
-    tables = summarize(frame)["tables"]
+    summary = summarize(frame)
+    tables, timings = summary["tables"], summary["timings"]
     main = tables["main_variant"]
     ode_names = {}
     if main is not None:
@@ -132,10 +133,18 @@ def write_report(out_dir: str | Path, frame: pd.DataFrame | None = None, *, comm
     if "table5_control_variate" in tables:
         page.section(f"Table 5: ODE with and without the control variate, {tables['table5_schedule']} schedule")
         page.table(*_table(tables["table5_control_variate"], "control_variate", {"True": "with", "False": "without"}))
-    if tables.get("table6_seconds"):
+    if tables.get("priors"):
+        page.section("The class prior that trained uPU (ODE's candidates and the uPU / nnPU baselines)")
+        page.text("Per dataset and c over replications: TIcE's estimate (or the true prior with --prior true) of "
+                  "the share of positives among the unlabelled rows; the true share; replications at the 0.999 "
+                  "clip.")
+        page.table(["dataset", "c", "prior used", "true prior", "at the clip"],
+                   [[r["dataset"], f"{r['c']:g}", _cell(r, 3), f"{r['true_mean']:.3f}", f"{r['n_at_clip']}/{r['n']}"]
+                    for r in tables["priors"]])
+    if timings.get("table6_seconds"):
         page.section("Table 6: seconds per cell (training, selection and the final fit)")
-        page.table(*_table(tables["table6_seconds"], "column", ode_names))
-        ratios = [{**r, "mean": r["ratio"]} for r in tables.get("table6_ratio_to_ode", [])]
+        page.table(*_table(timings["table6_seconds"], "column", ode_names))
+        ratios = [{**r, "mean": r["ratio"]} for r in timings.get("table6_ratio_to_ode", [])]
         if ratios:
             page.text("Seconds relative to ODE:").table(*_table(ratios, "column", ode_names))
     figures = _figures(frame, main)

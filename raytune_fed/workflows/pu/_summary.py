@@ -3,7 +3,9 @@
 Every table is a mean over replications (with sd and count) of test AUC in percent, or of
 seconds for Table 6; a table needs the grid to hold what it compares (two evaluators for
 Table 2's ODE columns, two schedules for Table 4, both control-variate settings for
-Table 5) and is otherwise left out.  The *main* ODE variant (the one Tables 2 and 6 and
+Table 5) and is otherwise left out.  ``tables`` holds only what the same command gives
+again on every run (test AUC, the priors); ``timings`` holds what a clock measured (Table 6's
+seconds and ratios), so two runs' ``tables`` compare equal.  The *main* ODE variant (the one Tables 2 and 6 and
 the figures use) is the grid's first evaluator with the self-paced schedule and the
 control variate where the grid has them.
 """
@@ -68,14 +70,23 @@ def summarize(frame: pd.DataFrame) -> dict[str, Any]:
         if cv["control_variate"].nunique() > 1:
             tables["table5_control_variate"] = _table(cv, "control_variate")
             tables["table5_schedule"] = cv_schedule
+    priors = frame[frame["prior"].notna()] if "prior" in frame else frame.iloc[:0]
+    if not priors.empty:
+        tables["priors"] = [{"dataset": d, "c": float(c), "mean": float(g["prior"].mean()),
+                             "sd": float(g["prior"].std(ddof=1)) if len(g) > 1 else None,
+                             "true_mean": float(g["true_prior"].mean()),
+                             "n_at_clip": int((g["prior"] >= 0.999 - 1e-9).sum()), "n": int(len(g))}
+                            for (d, c), g in priors.drop_duplicates(["dataset", "c", "rep"])
+                            .groupby(["dataset", "c"], sort=False)]
     timed = pd.concat(([_ode(frame, **main).assign(column="ode")] if main else [])
                       + [frame[frame["method"].isin(BASELINES)].assign(column=lambda f: f["method"])])
+    timings: dict[str, Any] = {}
     if "seconds" in timed:
         seconds = _table(timed, "column", value="seconds", scale=1.0)
-        tables["table6_seconds"] = seconds
+        timings["table6_seconds"] = seconds
         ode_mean = {(r["dataset"], r["c"]): r["mean"] for r in seconds if r["column"] == "ode"}
-        tables["table6_ratio_to_ode"] = [{**{k: r[k] for k in ("dataset", "c", "column")},
-                                          "ratio": r["mean"] / ode_mean[(r["dataset"], r["c"])]}
-                                         for r in seconds if (r["dataset"], r["c"]) in ode_mean
-                                         and ode_mean[(r["dataset"], r["c"])] > 0]
-    return {"n_cells": int(len(frame)), "tables": tables}
+        timings["table6_ratio_to_ode"] = [{**{k: r[k] for k in ("dataset", "c", "column")},
+                                           "ratio": r["mean"] / ode_mean[(r["dataset"], r["c"])]}
+                                          for r in seconds if (r["dataset"], r["c"]) in ode_mean
+                                          and ode_mean[(r["dataset"], r["c"])] > 0]
+    return {"n_cells": int(len(frame)), "tables": tables, "timings": timings}
