@@ -17,6 +17,10 @@ class ConfigError(RaytuneFedError, ValueError):
     """A parameter or option has a value outside its rule (the message names both)."""
 
 
+class NoSelectionError(ConfigError):
+    """A search ended with no configuration to name: nothing was told, or every job failed."""
+
+
 class DatasetError(RaytuneFedError, ValueError):
     """A dataset cannot be loaded or is unusable (names the dataset and the problem)."""
 

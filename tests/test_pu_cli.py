@@ -93,6 +93,17 @@ def test_tables_are_means_over_replications():
     assert ratios == pytest.approx({"ode": 1.0, "upu": 10.0})
 
 
+def test_a_search_that_selected_nothing_is_counted_apart_not_averaged():
+    frame = _frame()
+    frame.loc[(frame["variant"] == "ode-ipm-exp") & (frame["rep"] == 1), "test_auc"] = float("nan")
+    t4 = {r["schedule"]: r for r in summarize(frame)["tables"]["table4_schedules"]}
+    assert t4["exp"]["mean"] == pytest.approx(70.0) and t4["exp"]["sd"] is None
+    assert (t4["exp"]["n"], t4["exp"]["n_no_selection"]) == (1, 1) and t4["selfpaced"]["n_no_selection"] == 0
+    frame.loc[frame["variant"] == "ode-ipm-exp", "test_auc"] = float("nan")
+    t4 = {r["schedule"]: r for r in summarize(frame)["tables"]["table4_schedules"]}
+    assert t4["exp"]["mean"] is None and (t4["exp"]["n"], t4["exp"]["n_no_selection"]) == (0, 2)
+
+
 def test_report_page_holds_every_table_and_a_figure_per_dataset(tmp_path):
     page = write_report(tmp_path, _frame())
     assert page == tmp_path / "index.html"

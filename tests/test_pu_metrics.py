@@ -143,6 +143,33 @@ def test_control_variate_lowers_the_variance_over_resamples():
         assert np.var(reduced) < 0.8 * np.var(plain), evaluator
 
 
+def test_the_correction_averages_what_eq_13_leaves_of_it():
+    # R* - R_PU = eta (mean_P w - 1).  By eq. 13 E_P[w] = 1, so an unbiased variate's correction averages 0; what it
+    # does average is eta times the identity's residual E_P[w] - 1 (here estimated on 50,000 fresh positives), and
+    # the normalised ratio keeps that residual within three relative standard errors of its normaliser, so the
+    # correction's mean is bounded by them.  The classifier's raw odds break the bound.
+    rng = np.random.default_rng(0)
+    P, U, _ = _pu_sample(rng, 400, 4000, 0.4, d=5)
+    ratio = DensityRatio(seed=0).fit(np.vstack([P, U]), np.r_[np.ones(400), np.zeros(4000)].astype(int))
+    fresh, _, _ = _pu_sample(rng, 50000, 1, 0.4, d=5)
+    residual = ratio.ratio(fresh).mean() - 1.0
+    rel_se = ratio.normaliser_se_ / ratio.normaliser_
+    assert abs(residual) < 3.0 * rel_se
+    w_model = np.r_[0.8, 1.2, 0.3, 0.0, 0.0]
+    shipped, raw = [], []
+    for _ in range(300):
+        Pv, Uv, _ = _pu_sample(rng, 30, 300, 0.4, d=5)
+        s = np.r_[np.ones(30), np.zeros(300)].astype(int)
+        a = pu_contributions(s, expit(np.vstack([Pv, Uv]) @ w_model), "ipm")
+        shipped.append((control_variate(a, ratio.ratio(Pv))[0] - a.mean(), control_variate(a, ratio.ratio(Pv))[1]))
+        raw.append(control_variate(a, ratio.raw_ratio(Pv))[0] - a.mean())
+    correction, eta = np.array(shipped).T
+    se = correction.std(ddof=1) / np.sqrt(correction.size)
+    assert abs(correction.mean() - eta.mean() * residual) < 3.0 * se          # the correction is eta (E_P w - 1)
+    bound = abs(eta.mean()) * 3.0 * rel_se + 3.0 * se
+    assert abs(correction.mean()) < bound < abs(np.mean(raw))
+
+
 @pytest.mark.parametrize("n_p, d", [(400, 4), (100, 10)])
 def test_density_ratio_has_mean_one_over_positives_it_has_not_seen(n_p, d):
     # eq. 13: E_P[p_U / p_P] = 1.  The ratio is normalised on the training positives (out of fold), so over

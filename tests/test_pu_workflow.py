@@ -90,6 +90,31 @@ def test_the_control_variate_is_used_only_where_its_conditions_hold(split):
     assert not ValidationCriterion(split, ODESettings(control_variate=False), seed=0).uses_control_variate
 
 
+def test_the_odds_reading_uses_the_classifier_odds_without_the_normaliser(split):
+    from raytune_fed.workflows.pu._ode import ValidationCriterion
+
+    shipped = ValidationCriterion(split, ODESettings(cv_max_normaliser_se=1.0), seed=0)
+    odds = ValidationCriterion(split, ODESettings(cv_reading="odds"), seed=0)
+    assert odds.uses_control_variate and not odds.shrink and odds.min_rows == 2
+    # the same classifier: the two ratios differ by the normaliser alone, one factor for every row
+    factor = odds.ratio / shipped.ratio
+    assert np.allclose(factor, factor[0]) and not np.isclose(factor[0], 1.0)
+
+
+def test_an_ode_search_where_every_fit_fails_selects_nothing_and_says_why(split):
+    import dataclasses
+
+    from raytune_fed.errors import NoSelectionError
+
+    flat = dataclasses.replace(split, X_train=np.zeros_like(split.X_train))   # every feature constant: no fit
+    with pytest.raises(NoSelectionError, match=r"every job failed \(\d+ discarded\)"):
+        run_ode(flat, ODESettings(), prior=0.3, seed=0, configs=CONFIGS)
+    result = run_method("ode", flat, seed=0, prior="true")
+    assert np.isnan(result.test_auc) and result.config == {} and result.rows_used == 0
+    assert result.no_selection.startswith("every job failed") and result.prior == flat.unlabelled_prior()
+    assert run_method("ode", split, seed=0, prior="true").no_selection is None
+
+
 BAD_INPUT = [
     (lambda s: ODESettings(evaluator="f1"), r"unknown evaluator 'f1'"),
     (lambda s: ODESettings(schedule="cosine"), r"unknown schedule 'cosine'"),
@@ -98,6 +123,8 @@ BAD_INPUT = [
     (lambda s: ODESettings(rung_sampling="stratified"), r"unknown rung sampling 'stratified'"),
     (lambda s: ODESettings(budget_factor=0), r"budget_factor must be > 0, got 0"),
     (lambda s: ODESettings(cv_min_rows=1), r"cv_min_rows must be an integer >= 2, got 1"),
+    (lambda s: ODESettings(cv_reading="paper"), r"unknown control-variate reading 'paper'; known: \['normalised', "
+                                                r"'odds'\]"),
     (lambda s: check_methods(["ode", "magic"]), r"unknown method 'magic'; known methods: \['ode', 'upu', 'nnpu', "
                                                 r"'wsvm', 'supervised'\]"),
     (lambda s: check_methods(["ode", "ode"]), r"methods must be distinct"),

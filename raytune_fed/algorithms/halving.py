@@ -49,7 +49,7 @@ import numpy as np
 from raytune_fed._checks import check_float, check_int
 from raytune_fed.algorithms.base import Config, SearchCore
 from raytune_fed.algorithms.schedules import DEFAULT_ETA0, DEFAULT_MU, RungTable, rung_table
-from raytune_fed.errors import ConfigError
+from raytune_fed.errors import ConfigError, NoSelectionError
 from raytune_fed.random import Seed
 from raytune_fed.space import Categorical, SearchSpace
 
@@ -167,15 +167,16 @@ class SuccessiveHalving(SearchCore):
 
     def best_id(self) -> tuple[int, float]:
         """``(config_id, value)`` of :meth:`best`: the best of the highest round with a job that
-        did not fail.  Raises :class:`ConfigError` when nothing was told or every job failed."""
+        did not fail.  Raises :class:`~raytune_fed.errors.NoSelectionError` (a :class:`ConfigError`)
+        when nothing was told or every job failed."""
         for t in range(len(self.table.rungs) - 1, -1, -1):
             if self._values[t]:
                 i = self._ranked(t)[0]
                 if math.isfinite(self._values[t][i]):
                     return i, self._values[t][i]
         if self._failed:
-            raise ConfigError(f"every job failed ({len(self._failed)} discarded), so there is no best configuration")
-        raise ConfigError("no results told yet, so there is no best configuration")
+            raise NoSelectionError(f"every job failed ({len(self._failed)} discarded), so there is no best configuration")
+        raise NoSelectionError("no results told yet, so there is no best configuration")
 
     def configuration(self, config_id: int) -> Config:
         """Configuration ``config_id`` of the set, without job keys."""

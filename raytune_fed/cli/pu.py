@@ -33,6 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="ODE's schedule(s): sh, log, exp, linear, selfpaced (default: selfpaced)")
     p.add_argument("--control-variate", action=argparse.BooleanOptionalAction, default=True,
                    help="ODE with the control variate (default: on)")
+    p.add_argument("--cv-reading", default="normalised",
+                   help="the control variate as shipped (normalised: eq. 13's mean of 1 enforced, eta shrunk, off "
+                        "with few labelled rows) or as the paper writes it (odds)")
     p.add_argument("--compare-control-variate", action="store_true",
                    help="run ODE both with and without the control variate (Table 5)")
     p.add_argument("--budget-samples", type=int, default=None,
@@ -63,7 +66,8 @@ def run(args: argparse.Namespace) -> None:
 
     cvs = (True, False) if args.compare_control_variate else (args.control_variate,)
     settings = PUGridSettings(datasets=args.dataset, cs=args.c, methods=args.methods, evaluators=args.evaluator,
-                              schedules=args.schedule, control_variates=cvs, budget_samples=args.budget_samples,
+                              schedules=args.schedule, control_variates=cvs, cv_reading=args.cv_reading,
+                              budget_samples=args.budget_samples,
                               budget_factor=args.budget_factor, rung_sampling=args.rung_sampling,
                               budget_seconds=args.budget_seconds, asynchronous=args.asynchronous, n_reps=args.reps,
                               seed=args.seed, supervised_trials=args.supervised_trials,

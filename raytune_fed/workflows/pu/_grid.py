@@ -35,6 +35,7 @@ from raytune_fed.workflows.pu._methods import PRIOR_SOURCES, check_methods, run_
 from raytune_fed.workflows.pu._ode import (
     CV_MAX_NORMALISER_SE,
     CV_MIN_ROWS,
+    CV_READINGS,
     ODE_MIN_ROWS,
     RUNG_SAMPLINGS,
     ODESettings,
@@ -56,6 +57,7 @@ class PUGridSettings:
     evaluators: tuple[str, ...] = ("ipm",)
     schedules: tuple[str, ...] = ("selfpaced",)
     control_variates: tuple[bool, ...] = (True,)
+    cv_reading: str = "normalised"        # how the control variate reads section 3.5 (CV_READINGS)
     budget_samples: int | None = None
     budget_factor: float = 1.0            # B = budget_factor x N when budget_samples is None
     rung_sampling: str = "balanced"
@@ -90,6 +92,8 @@ class PUGridSettings:
             check_int("budget_samples", self.budget_samples, 1)
         if check_float("budget_factor", self.budget_factor, 0.0) == 0.0:
             raise ConfigError(f"budget_factor must be > 0, got {self.budget_factor!r}")
+        if self.cv_reading not in CV_READINGS:
+            raise ConfigError(f"unknown control-variate reading {self.cv_reading!r}; known: {list(CV_READINGS)}")
         if self.rung_sampling not in RUNG_SAMPLINGS:
             raise ConfigError(f"unknown rung sampling {self.rung_sampling!r}; known: {list(RUNG_SAMPLINGS)}")
         if self.budget_seconds is not None and check_float("budget_seconds", self.budget_seconds, 0.0) == 0.0:
@@ -123,7 +127,8 @@ class PUCell(Cell):
             own = {"evaluator": self.evaluator, "schedule": self.schedule, "control_variate": self.control_variate,
                    "budget_samples": s.budget_samples, "budget_seconds": s.budget_seconds,
                    "asynchronous": s.asynchronous, "rung_sampling": s.rung_sampling, "budget_factor": s.budget_factor,
-                   "cv_min_rows": CV_MIN_ROWS, "cv_max_normaliser_se": CV_MAX_NORMALISER_SE}
+                   "cv_min_rows": CV_MIN_ROWS, "cv_max_normaliser_se": CV_MAX_NORMALISER_SE,
+                   "cv_reading": s.cv_reading}
         elif self.method in ("upu", "nnpu"):
             own = {"baseline_configs": s.baseline_configs}
         elif self.method == "supervised":
@@ -187,12 +192,17 @@ def ode_settings(cell: PUCell) -> ODESettings:
     s = cell.settings
     return ODESettings(evaluator=cell.evaluator or "ipm", schedule=cell.schedule or "selfpaced",
                        control_variate=True if cell.control_variate is None else cell.control_variate,
-                       budget_samples=s.budget_samples, budget_factor=s.budget_factor, rung_sampling=s.rung_sampling,
+                       cv_reading=s.cv_reading, budget_samples=s.budget_samples, budget_factor=s.budget_factor, rung_sampling=s.rung_sampling,
                        budget_seconds=s.budget_seconds, asynchronous=s.asynchronous)
 
 
 def run_cell(cell: PUCell) -> CellResult:
-    """Run one cell: its method on its split; one row (test AUC, choice, rows, prior) and its seconds."""
+    """Run one cell: its method on its split; one row (test AUC, choice, rows, prior) and its seconds.
+
+    An ODE search in which every fit failed selects nothing: its row has test AUC NaN and the
+    reason in ``no_selection`` (a result of the method on that split, the same on every run),
+    which the tables count apart.  Any other exception fails the cell (the grid engine keeps it
+    in ``failures/`` and writes no results until it is resolved)."""
     split = cell_split(cell)
     s = cell.settings
     ode = ode_settings(cell)
@@ -204,7 +214,7 @@ def run_cell(cell: PUCell) -> CellResult:
            "evaluator": cell.evaluator, "schedule": cell.schedule, "control_variate": cell.control_variate,
            "test_auc": float(result.test_auc), "config": json.dumps(result.config, sort_keys=True, default=str),
            "rows_used": int(result.rows_used), "prior": result.prior, "true_prior": float(split.unlabelled_prior()),
-           "n_train": split.n_train, "n_labelled": int(split.s_train.sum())}
+           "n_train": split.n_train, "n_labelled": int(split.s_train.sum()), "no_selection": result.no_selection}
     return CellResult([row], [{"seconds": seconds}])
 
 

@@ -11,7 +11,8 @@
 Methods that need the class prior (``ode`` to train uPU, ``upu``, ``nnpu``) estimate it
 once per split with TIcE on the training rows; its time counts towards the method's
 seconds.  ``prior="true"`` gives them the split's true prior instead (an oracle, for
-diagnosing how much of a result is the estimate's).  Every method reports the test AUC of its final model.
+diagnosing how much of a result is the estimate's).  Every method reports the test AUC of its final model;
+an ODE search that names no configuration (every fit failed) reports NaN and the reason (``no_selection``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from raytune_fed.errors import ConfigError
+from raytune_fed.errors import ConfigError, NoSelectionError
 from raytune_fed.metrics import auc, nnpu_risk, upu_risk
 from raytune_fed.models.pu import WSVM, SupervisedPU, TIcE
 from raytune_fed.random import derive, seed_int
@@ -43,6 +44,7 @@ class MethodResult:
     rows_used: int
     seconds: float
     prior: float | None
+    no_selection: str | None = None     # why the method named no configuration (test_auc is then NaN)
 
 
 def check_methods(names: Sequence[str]) -> tuple[str, ...]:
@@ -113,7 +115,10 @@ def run_method(name: str, split: PUSplit, *, seed: Any, ode: ODESettings | None 
         raise ConfigError(f"unknown prior source {prior!r}; known: {list(PRIOR_SOURCES)}")
     prior = estimate_prior(split, seed) if prior == "tice" else float(split.unlabelled_prior())
     if name == "ode":
-        result = run_ode(split, ode or ODESettings(), prior=prior, seed=seed)
+        try:
+            result = run_ode(split, ode or ODESettings(), prior=prior, seed=seed)
+        except NoSelectionError as exc:     # e.g. every rung too small to fit on: no model, no test AUC
+            return MethodResult(name, float("nan"), {}, 0, time.perf_counter() - start, prior, no_selection=str(exc))
         return MethodResult(name, result.test_auc, result.config, result.rows_used + result.rows_final,
                             time.perf_counter() - start, prior)
     config, test_auc, rows = _risk_selection(split, name, prior, seed, max_configs)

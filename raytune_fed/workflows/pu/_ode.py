@@ -38,6 +38,11 @@ from raytune_fed.simulation import PUSplit
 
 ODE_MIN_ROWS = 2
 RUNG_SAMPLINGS = ("proportional", "balanced", "uniform")
+CV_READINGS = ("normalised", "odds")
+"""How the control variate reads section 3.5: ``normalised`` (shipped) divides the density ratio by its mean over
+out-of-fold training positives (eq. 13's mean of 1), shrinks eta and is used only under :data:`CV_MIN_ROWS` and
+:data:`CV_MAX_NORMALISER_SE`; ``odds`` is the paper's formula as written, ``w = (1 - g) / g`` (times the class counts
+``g`` was fitted on), eta the plain regression estimate, used wherever two labelled validation rows allow it."""
 CV_MIN_ROWS = 6
 """Fewest labelled rows the validation split (and the training split, which fits the density ratio) must hold
 for the control variate to be used: with fewer it raised the criterion's variance on the paper's datasets
@@ -57,6 +62,7 @@ class ODESettings:
     learners: tuple[str, ...] = ("upu",)
     evaluator: str = "ipm"
     control_variate: bool = True
+    cv_reading: str = "normalised"         # see CV_READINGS
     cv_min_rows: int = CV_MIN_ROWS         # the variate is off with fewer labelled validation rows
     cv_max_normaliser_se: float = CV_MAX_NORMALISER_SE   # ... or a less precise normaliser
     cv_shrink: bool = True                 # eta shrunk towards 0 by its standard error
@@ -75,6 +81,8 @@ class ODESettings:
         check_schedule(self.schedule)
         if self.rung_sampling not in RUNG_SAMPLINGS:
             raise ConfigError(f"unknown rung sampling {self.rung_sampling!r}; known: {list(RUNG_SAMPLINGS)}")
+        if self.cv_reading not in CV_READINGS:
+            raise ConfigError(f"unknown control-variate reading {self.cv_reading!r}; known: {list(CV_READINGS)}")
         check_int("cv_min_rows", self.cv_min_rows, 2)
         check_float("cv_max_normaliser_se", self.cv_max_normaliser_se, 0.0)
         if not isinstance(self.cv_shrink, bool) or not isinstance(self.control_variate, bool):
@@ -157,22 +165,30 @@ def search_budget(split: PUSplit, settings: ODESettings) -> int:
 class ValidationCriterion:
     """IPM_PU or AUC_PU of a model on the validation split, with the control variate where it is on.
 
-    The variate is on when ``settings.control_variate``, the validation and training splits
-    each hold at least ``settings.cv_min_rows`` labelled rows, and the density ratio (fitted on
-    the training split once, :class:`~raytune_fed.metrics.DensityRatio`) has a normaliser with
-    a relative standard error of at most ``settings.cv_max_normaliser_se``; the ratio is then
-    evaluated at the labelled validation rows and ``eta`` shrunk by its standard error
-    (``cv_shrink``).
+    Reading ``normalised`` (shipped): the variate is on when ``settings.control_variate``, the
+    validation and training splits each hold at least ``settings.cv_min_rows`` labelled rows,
+    and the density ratio (fitted on the training split once,
+    :class:`~raytune_fed.metrics.DensityRatio`) has a normaliser with a relative standard error
+    of at most ``settings.cv_max_normaliser_se``; the ratio is then evaluated at the labelled
+    validation rows and ``eta`` shrunk by its standard error (``cv_shrink``).  Reading ``odds``:
+    the same classifier's odds without the normaliser, ``eta`` not shrunk, on from two labelled
+    rows in each split (the paper's section 3.5 as written).
     """
 
     def __init__(self, split: PUSplit, settings: ODESettings, *, seed: Any) -> None:
         self.s_val, self.X_val = split.s_val, split.X_val
-        self.evaluator, self.shrink, self.min_rows = settings.evaluator, settings.cv_shrink, settings.cv_min_rows
+        self.evaluator = settings.evaluator
+        paper = settings.cv_reading == "odds"
+        self.shrink = settings.cv_shrink and not paper
+        self.min_rows = 2 if paper else settings.cv_min_rows
         self.ratio = None
-        if settings.control_variate and min(int(split.s_val.sum()), int(split.s_train.sum())) >= settings.cv_min_rows:
+        if settings.control_variate and min(int(split.s_val.sum()), int(split.s_train.sum())) >= self.min_rows:
             ntc = DensityRatio(seed=seed_int(derive(seed, "ode", "ntc"))).fit(split.X_train, split.s_train)
-            if ntc.normaliser_se_ <= settings.cv_max_normaliser_se * ntc.normaliser_:
-                self.ratio = ntc.ratio(split.X_val[split.s_val == 1])
+            labelled = split.X_val[split.s_val == 1]
+            if paper:
+                self.ratio = ntc.raw_ratio(labelled)
+            elif ntc.normaliser_se_ <= settings.cv_max_normaliser_se * ntc.normaliser_:
+                self.ratio = ntc.ratio(labelled)
 
     @property
     def uses_control_variate(self) -> bool:

@@ -23,8 +23,12 @@ _REQUIRED = ("dataset", "c", "method", "variant", "test_auc", "seconds")
 
 
 def _cell(r: dict[str, Any], digits: int = 2) -> str:
+    failed = f" ({r['n_no_selection']} of {r['n'] + r['n_no_selection']} selected nothing)" \
+        if r.get("n_no_selection") else ""
+    if r["mean"] is None:
+        return f"none{failed}"
     sd = "" if r.get("sd") is None else f" ± {r['sd']:.{digits}f}"
-    return f"{r['mean']:.{digits}f}{sd}"
+    return f"{r['mean']:.{digits}f}{sd}{failed}"
 
 
 def _variant_name(main: dict[str, Any] | None, evaluator: str | None = None) -> str:

@@ -40,12 +40,18 @@ def _ode(frame: pd.DataFrame, **fixed: Any) -> pd.DataFrame:
 
 
 def _table(rows: pd.DataFrame, column: str, value: str = "test_auc", scale: float = 100.0) -> list[dict[str, Any]]:
-    """Mean, sd and count of ``value`` per dataset x c x ``column``."""
+    """Mean, sd and count of ``value`` per dataset x c x ``column``, over the rows with a value.
+
+    A row without one (an ODE search that selected nothing: NaN) is counted in ``n_no_selection``
+    and left out of the mean; a group with no value at all has mean ``None``.
+    """
     out = []
     for (dataset, c, col), group in rows.groupby(["dataset", "c", column], sort=False):
         v = group[value].to_numpy(dtype=float) * scale
+        ok = v[np.isfinite(v)]
         out.append({"dataset": dataset, "c": float(c), column: col if not isinstance(col, np.generic) else col.item(),
-                    "mean": float(v.mean()), "sd": float(v.std(ddof=1)) if len(v) > 1 else None, "n": int(len(v))})
+                    "mean": float(ok.mean()) if ok.size else None, "sd": float(ok.std(ddof=1)) if ok.size > 1 else None,
+                    "n": int(ok.size), "n_no_selection": int(v.size - ok.size)})
     return out
 
 
