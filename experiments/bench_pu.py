@@ -1,31 +1,33 @@
 """Benchmark ODE (PU model selection) against its baselines, as in the paper's section 5, on the PU grid.
 
-Every part but ``tune`` is a grid of :func:`raytune_fed.workflows.pu.run_grid` (the engine
-behind ``raytune-fed pu``) in its own directory under ``--root``, so an interrupted run
-resumes where it stopped and a part can be grown (more c values, methods, replications)
-without recomputing the cells it already holds.  Parts (``--parts``, all by default):
+Table 6 (timing, like for like) is ``experiments/bench_pu_timing.py``, the Tune path's cost
+``experiments/bench_pu_tune.py``, the criterion's quality ``experiments/bench_pu_criterion.py``.
+Every part here is a grid of :func:`raytune_fed.workflows.pu.run_grid` (the engine behind
+``raytune-fed pu``) in its own directory under ``--root``, so an interrupted run resumes where
+it stopped and a part can be grown (more c values, methods, replications) without recomputing
+the cells it already holds.  Parts (``--parts``):
 
-* ``main`` - Tables 2 and Figures 3-5: datasets x c x replications x methods (ODE with
+* ``main`` - Table 2 and Figures 3-5: datasets x c x replications x methods (ODE with
   IPM_PU and/or AUC_PU, self-paced schedule, control variate; baselines uPU, nnPU, WSVM,
   supervised); test AUC, seconds, the prior used.
+* ``baselines`` - the compared methods of Figures 3-5 (uPU, WSVM, supervised; nnPU on request) at
+  ``--baselines-c`` (default 0.01, Table 2's c).
 * ``schedules`` - Table 4: ODE-IPM with each pruning schedule.
 * ``cv`` - Table 5: ODE-IPM, exp schedule, with and without the control variate (the
   paper's Table 5 "with" row equals its Table 4 exp row).
-* ``timing`` - Table 6: seconds of WSVM, uPU, nnPU and ODE at c = 0.6, B = N, one
-  replication; a thinned baseline grid (``--baseline-configs``) is scaled up to its full
-  size (uPU 100, nnPU 500 configurations) for the ratios.
-* ``tune`` - the Tune path: ODE through ``PUHalvingScheduler`` (synchronous and
-  asynchronous) against the in-process core on one split: wall and training seconds,
-  trial-rungs, Tune's cost per trial-rung, cores busy, selected test AUC, and whether the
-  synchronous run picked the in-process core's configuration.
+* ``readings`` - Table 2's ODE-IPM (c = 0.01 by default) under the other readings of what the paper leaves open:
+  rung rows stratified by ``s`` (``proportional``, the earlier default), ``B = 4 N``, the
+  true class prior instead of TIcE's for training uPU (an oracle), and the control variate as the
+  paper writes it (``cv_odds``: ``(1 - g) / g`` not normalised, eta not shrunk).
 
 Cells derive their streams from ``derive(seed, dataset, "c=<c>", rep)``, the same as
-``raytune-fed pu``.  Datasets: twonorm, spambase, chess (kr-vs-kp), satimage (class 1 vs
-rest), texture (class 2 vs rest), titanic; the paper's ethn is not available.
+``raytune-fed pu``.  Datasets: twonorm, spambase, chess (kr-vs-kp), sat (satimage class 7
+vs class 1, the paper's sat), texture (class 2 vs rest: not the paper's texture, see
+``docs/pu.md``), titanic; the paper's ethn is not available.  10 replications by default
+(the paper's count).
 
-``python experiments/bench_pu.py`` runs the full benchmark (long: the nnPU baseline trains
-500 networks per cell); ``--parts main --methods ode`` e.g. runs ODE-IPM alone.  The report
-(tables beside the paper's numbers) goes to ``--out`` (default ``results/bench_pu.json``).
+``python experiments/bench_pu.py --parts main,schedules,cv,readings`` runs the paper tables;
+the report (tables beside the paper's numbers, mean, sd, standard error, n) goes to ``--out``.
 """
 
 from __future__ import annotations
@@ -33,42 +35,34 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 from raytune_fed.grid import InProcessExecutor, RayExecutor, make_progress
-from raytune_fed.workflows.pu import PUGridSettings, estimate_prior, run_grid, run_ode, summarize
-from raytune_fed.workflows.pu._grid import PUCell, cell_split
-from raytune_fed.workflows.pu._ode import ODESettings
+from raytune_fed.workflows.pu import PUGridSettings, run_grid, summarize
 
-DATASETS = ("twonorm", "spambase", "chess", "satimage", "texture", "titanic")
+DATASETS = ("twonorm", "spambase", "chess", "sat", "texture", "titanic")
 CS = (0.01, 0.05, 0.1, 0.2)
-PARTS = ("main", "schedules", "cv", "timing", "tune")
+PARTS = ("main", "baselines", "schedules", "cv", "readings")
+READINGS = {"proportional": {"rung_sampling": "proportional"}, "budget_4n": {"budget_factor": 4.0},
+            "true_prior": {"prior": "true"}, "cv_odds": {"cv_reading": "odds"}}
 SCHEDULE_NAMES = ("sh", "log", "exp", "linear", "selfpaced")
-FULL_GRID = {"upu": 100, "nnpu": 500}
 
 # The paper's numbers (AUC %, training seconds) for the closing comparison.
 PAPER = {
-    "table2_ode_ipm_c0.01": {"twonorm": 99.65, "spambase": 82.75, "satimage": 99.73, "texture": 99.99,
+    "table2_ode_ipm_c0.01": {"twonorm": 99.65, "spambase": 82.75, "sat": 99.73, "texture": 99.99,
                              "titanic": 66.17, "chess": 70.89},
-    "table2_ode_auc_c0.01": {"twonorm": 96.87, "spambase": 80.89, "satimage": 99.86, "texture": 89.49,
+    "table2_ode_auc_c0.01": {"twonorm": 96.87, "spambase": 80.89, "sat": 99.86, "texture": 89.49,
                              "titanic": 65.64, "chess": 69.88},
-    "table4": {"sh": {"titanic": 63.99, "chess": 70.52, "satimage": 91.85},
-               "log": {"titanic": 66.09, "chess": 70.11, "satimage": 90.24},
-               "exp": {"titanic": 66.30, "chess": 69.74, "satimage": 99.74},
-               "linear": {"titanic": 65.65, "chess": 70.09, "satimage": 96.74},
-               "selfpaced": {"titanic": 66.17, "chess": 71.01, "satimage": 99.73}},
-    "table5": {"without": {"titanic": 67.69, "chess": 68.15, "satimage": 96.54},
-               "with": {"titanic": 66.30, "chess": 69.74, "satimage": 99.74}},
-    "table6_seconds": {"satimage": {"wsvm": 101.3, "upu": 13.5, "nnpu": 7.4, "ode": 6.4},
-                       "spambase": {"wsvm": 683.8, "upu": 36.7, "nnpu": 16.9, "ode": 15.1},
-                       "texture": {"wsvm": 29.7, "upu": 7.4, "nnpu": 7.1, "ode": 1.1},
-                       "titanic": {"wsvm": 22.6, "upu": 1.4, "nnpu": 7.7, "ode": 0.3},
-                       "twonorm": {"wsvm": 1182.4, "upu": 15.2, "nnpu": 20.6, "ode": 4.3}},
-    "table6_mean_ratio_to_ode": {"wsvm": 72.0, "upu": 5.0, "nnpu": 6.2},
+    "table4": {"sh": {"titanic": 63.99, "chess": 70.52, "sat": 91.85},
+               "log": {"titanic": 66.09, "chess": 70.11, "sat": 90.24},
+               "exp": {"titanic": 66.30, "chess": 69.74, "sat": 99.74},
+               "linear": {"titanic": 65.65, "chess": 70.09, "sat": 96.74},
+               "selfpaced": {"titanic": 66.17, "chess": 71.01, "sat": 99.73}},
+    "table5": {"without": {"titanic": 67.69, "chess": 68.15, "sat": 96.54},
+               "with": {"titanic": 66.30, "chess": 69.74, "sat": 99.74}},
 }
 
 
@@ -76,6 +70,9 @@ def _grid(args, part: str, **settings) -> dict:
     """Run (or resume) one part's grid; its rows and tables."""
     base = {"n_reps": args.reps, "seed": args.seed, "supervised_trials": args.supervised_trials,
             "baseline_configs": args.baseline_configs, "prior": args.prior}
+    if args.reps < 10:
+        print(f"bench_pu: {args.reps} replications, fewer than the paper's 10: a reduced run, not for the docs",
+              flush=True)
     grid = PUGridSettings(**{**base, **settings})
     executor = InProcessExecutor() if args.in_process else RayExecutor()
     frame = run_grid(grid, out=Path(args.root) / part, address=args.address, num_cpus=args.num_cpus,
@@ -92,95 +89,102 @@ def part_main(args) -> dict:
                  evaluators=evaluators or ("ipm",))
 
 
+def part_baselines(args) -> dict:
+    return _grid(args, "baselines", datasets=tuple(args.datasets), cs=tuple(args.baselines_c),
+                 methods=tuple(args.baselines))
+
+
 def part_schedules(args) -> dict:
     return _grid(args, "schedules", datasets=tuple(args.ablation_datasets), cs=tuple(args.ablation_c),
-                 methods=("ode",), schedules=SCHEDULE_NAMES, n_reps=args.ablation_reps)
+                 methods=("ode",), schedules=SCHEDULE_NAMES)
 
 
 def part_cv(args) -> dict:
     return _grid(args, "cv", datasets=tuple(args.ablation_datasets), cs=tuple(args.ablation_c), methods=("ode",),
-                 schedules=("exp",), control_variates=(True, False), n_reps=args.ablation_reps)
+                 schedules=("exp",), control_variates=(True, False))
 
 
-def part_timing(args) -> dict:
-    result = _grid(args, "timing", datasets=tuple(args.timing_datasets), cs=(0.6,),
-                   methods=("wsvm", "upu", "nnpu", "ode"), n_reps=1)
-    used = args.baseline_configs
-    seconds: dict = {}
-    for row in result["rows"]:
-        scale = FULL_GRID[row["method"]] / min(used, FULL_GRID[row["method"]]) if used and row["method"] in \
-            FULL_GRID else 1.0
-        seconds.setdefault(row["dataset"], {}).setdefault(row["method"], []).append(row["seconds"] * scale)
-    full = {d: {m: float(np.mean(v)) for m, v in by.items()} for d, by in seconds.items()}
-    ratios = {d: {m: s / by["ode"] for m, s in by.items()} for d, by in full.items() if by.get("ode")}
-    mean_ratio = {m: float(np.mean([r[m] for r in ratios.values() if m in r])) for m in ("wsvm", "upu", "nnpu")}
-    result.update(seconds_full_grid=full, ratio_to_ode=ratios, mean_ratio_to_ode=mean_ratio)
-    return result
+def part_readings(args) -> dict:
+    """ODE-IPM (self-paced, control variate) under each reading of :data:`READINGS`, one grid each."""
+    return {name: _grid(args, f"readings/{name}", datasets=tuple(args.datasets), cs=tuple(args.readings_c),
+                        methods=("ode",), **change)
+            for name, change in READINGS.items()}
 
 
-def part_tune(args) -> dict:
-    from raytune_fed.runtime import connect
-    from raytune_fed.workflows.pu import run_ode_tune
+PAPER_TABLE1 = {"twonorm": (5180, 2220, 20, 0.496), "spambase": (3220, 1381, 57, 0.399),
+                "chess": (2237, 959, 36, 0.486), "sat": (2218, 913, 36, 0.495), "titanic": (1540, 661, 3, 0.324),
+                "texture": (1418, 608, 19, 0.492)}
 
-    connect(address=args.address, num_cpus=args.num_cpus)
-    probe = PUCell(args.tune_dataset, args.tune_c, 0, "ode", "ipm", "selfpaced", True,
-                   settings=PUGridSettings(datasets=(args.tune_dataset,), cs=(args.tune_c,), seed=args.seed))
-    split, cell = cell_split(probe), probe.seed()
-    prior = estimate_prior(split, cell)
-    rows = []
-    with tempfile.TemporaryDirectory() as store:
-        for asynchronous in (False, True):
-            settings = ODESettings(asynchronous=asynchronous)
-            t0 = time.perf_counter()
-            core = run_ode(split, settings, prior=prior, seed=cell)
-            core_wall = time.perf_counter() - t0
-            tuned = run_ode_tune(split, settings, prior=prior, seed=cell, storage_path=store,
-                                 name=f"ode_{'async' if asynchronous else 'sync'}")
-            rows.append({
-                "dataset": args.tune_dataset, "c": args.tune_c, "mode": "async" if asynchronous else "sync",
-                "core_wall_seconds": core_wall, "core_test_auc": core.test_auc,
-                "tune_wall_seconds": tuned.wall_seconds, "tune_train_seconds": tuned.train_seconds,
-                "trial_rungs": tuned.n_trial_rungs, "cpus": tuned.n_cpus,
-                "tune_cost_cpu_seconds_per_trial_rung":
-                    (tuned.wall_seconds * tuned.n_cpus - tuned.train_seconds) / tuned.n_trial_rungs,
-                "train_seconds_per_trial_rung": tuned.train_seconds / tuned.n_trial_rungs,
-                "cores_busy": tuned.train_seconds / (tuned.wall_seconds * tuned.n_cpus),
-                "tune_test_auc": tuned.test_auc, "same_choice_as_core": tuned.config == core.config,
-                "rows_used": tuned.rows_used})
-            print(json.dumps(rows[-1]), flush=True)
-    return {"rows": rows}
+
+def dataset_sizes(names) -> dict:
+    """Rows, features, positive share, and the PU data / test sizes of each dataset's splits, beside Table 1."""
+    from raytune_fed.data import load_dataset
+    from raytune_fed.simulation import pu_dataset, pu_split
+
+    out = {}
+    for name in names:
+        data = pu_dataset(load_dataset(name))
+        split = pu_split(data.X, data.y, c=0.2, seed=0, name=name)
+        paper = PAPER_TABLE1.get(name)
+        out[name] = {"rows": data.n_rows, "features": data.n_features, "positive_share": float(data.y.mean()),
+                     "pu_data_rows": split.n_pu, "test_rows": int(split.y_test.size),
+                     "paper": None if paper is None else dict(zip(("training", "testing", "features", "class_ratio"),
+                                                                  paper))}
+    return out
+
+
+def _beside(paper: float, row: dict | None) -> dict:
+    """Ours (mean, sd, n, standard error) beside the paper's number, and whether ours >= paper - one se."""
+    if row is None or row["mean"] is None:
+        return {"paper": paper, "ours": None, "n_no_selection": None if row is None else row["n_no_selection"]}
+    se = row["sd"] / np.sqrt(row["n"]) if row["sd"] is not None else None
+    return {"paper": paper, "ours": row["mean"], "sd": row["sd"], "n": row["n"], "se": se,
+            "n_no_selection": row.get("n_no_selection", 0), "ours_minus_paper": row["mean"] - paper,
+            "within_one_se_below": bool(se is not None and row["mean"] >= paper - se)}
+
+
+def _find(rows: list, column: str, value, dataset: str, c: float = 0.01) -> dict | None:
+    return next((r for r in rows if r[column] == value and r["dataset"] == dataset and r["c"] == c), None)
 
 
 def comparison(report: dict) -> dict:
-    """Our means beside the paper's numbers (AUC %), with the difference."""
+    """Our means at c = 0.01 beside the paper's numbers (AUC %), with sd, n and standard error."""
     out: dict = {}
-
-    def table(rows, column, value):
-        return {(r["dataset"], r["c"]): r for r in rows if r[column] == value}
-
-    main = report.get("main", {}).get("tables", {})
-    for evaluator, key in (("ipm", "table2_ode_ipm_c0.01"), ("auc", "table2_ode_auc_c0.01")):
-        ours = table(main.get("table2_test_auc", []), "column", f"ode-{evaluator}")
-        out[key] = {d: {"paper": p, "ours": ours[(d, 0.01)]["mean"], "sd": ours[(d, 0.01)]["sd"],
-                        "n": ours[(d, 0.01)]["n"], "ours_minus_paper": ours[(d, 0.01)]["mean"] - p}
-                    for d, p in PAPER[key].items() if (d, 0.01) in ours}
+    main = report.get("main", {}).get("tables", {}).get("table2_test_auc", [])
+    for evaluator in ("ipm", "auc"):
+        key = f"table2_ode_{evaluator}_c0.01"
+        out[key] = {d: _beside(p, _find(main, "column", f"ode-{evaluator}", d)) for d, p in PAPER[key].items()}
+    for name, part in report.get("readings", {}).items():
+        rows = part["tables"].get("table2_test_auc", [])
+        out[f"table2_ode_ipm_c0.01_{name}"] = {d: _beside(p, _find(rows, "column", "ode-ipm", d))
+                                               for d, p in PAPER["table2_ode_ipm_c0.01"].items()}
     sched = report.get("schedules", {}).get("tables", {}).get("table4_schedules", [])
     if sched:
-        out["table4"] = {s: {d: {"paper": p, "ours": r["mean"], "n": r["n"]}
-                             for d, p in PAPER["table4"][s].items()
-                             for r in sched if r["schedule"] == s and r["dataset"] == d and r["c"] == 0.01}
+        out["table4"] = {s: {d: _beside(p, _find(sched, "schedule", s, d)) for d, p in PAPER["table4"][s].items()}
                          for s in SCHEDULE_NAMES}
     cv = report.get("cv", {}).get("tables", {}).get("table5_control_variate", [])
     if cv:
-        out["table5"] = {name: {d: {"paper": p, "ours": r["mean"], "n": r["n"]}
-                                for d, p in PAPER["table5"][name].items()
-                                for r in cv if r["control_variate"] == (name == "with") and r["dataset"] == d
-                                and r["c"] == 0.01}
+        out["table5"] = {name: {d: _beside(p, _find(cv, "control_variate", name == "with", d))
+                                for d, p in PAPER["table5"][name].items()}
                          for name in ("with", "without")}
-    if "timing" in report:
-        out["table6_mean_ratio_to_ode"] = {m: {"paper": PAPER["table6_mean_ratio_to_ode"][m], "ours": r}
-                                           for m, r in report["timing"]["mean_ratio_to_ode"].items()}
     return out
+
+
+_CELL_KEYS = ("dataset", "c", "rep", "variant", "test_auc", "prior", "true_prior", "n_labelled", "no_selection")
+
+
+def write_measured(report: dict, directory: Path) -> None:
+    """One compact JSON per part: settings, tables, the comparison, and per cell its test AUC and prior."""
+    directory.mkdir(parents=True, exist_ok=True)
+    parts = {name: part for name, part in report.items() if name in PARTS}
+    for name, part in parts.items():
+        grids = part if name == "readings" else {name: part}
+        body = {"command": report["settings"], "machine": report["machine"], "comparison": report["comparison"],
+                "datasets": report.get("datasets"),
+                "grids": {g: {"settings": v["settings"], "tables": v["tables"],
+                              "cells": [{k: r.get(k) for k in _CELL_KEYS} for r in v["rows"]]}
+                          for g, v in grids.items()}}
+        (directory / f"bench_pu_{name}.json").write_text(json.dumps(body, separators=(",", ":"), default=str))
 
 
 def main(argv=None) -> None:
@@ -189,17 +193,20 @@ def main(argv=None) -> None:
     p.add_argument("--parts", type=csv, default=list(PARTS))
     p.add_argument("--datasets", type=csv, default=list(DATASETS))
     p.add_argument("--c", type=lambda t: [float(x) for x in csv(t)], default=list(CS))
-    p.add_argument("--methods", type=csv, default=["ode-ipm", "ode-auc", "upu", "nnpu", "wsvm", "supervised"])
-    p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--ablation-datasets", type=csv, default=["titanic", "chess", "satimage"])
-    p.add_argument("--ablation-c", type=lambda t: [float(x) for x in csv(t)], default=[0.01])
-    p.add_argument("--ablation-reps", type=int, default=3)
-    p.add_argument("--timing-datasets", type=csv, default=["satimage", "spambase", "texture", "titanic", "twonorm"])
+    p.add_argument("--methods", type=csv, default=["ode-ipm", "ode-auc"],
+                   help="main part's methods (ODE variants ode-ipm / ode-auc, and baselines if wanted at every c; "
+                        "nnpu: its 500-network grid per cell, about 33 CPU hours for 6 x 4 x 10 cells)")
+    p.add_argument("--baselines", type=csv, default=["upu", "wsvm", "supervised"],
+                   help="the baselines part's methods (nnpu: its 500-network grid per cell, not in the default)")
+    p.add_argument("--baselines-c", type=lambda t: [float(x) for x in csv(t)], default=[0.01])
+    p.add_argument("--reps", type=int, default=10, help="replications (default: the paper's 10)")
+    p.add_argument("--readings-c", type=lambda t: [float(x) for x in csv(t)], default=[0.01],
+                   help="c values of the readings part (default: 0.01, Table 2's)")
+    p.add_argument("--ablation-datasets", type=csv, default=list(DATASETS))
+    p.add_argument("--ablation-c", type=lambda t: [float(x) for x in csv(t)], default=list(CS))
     p.add_argument("--baseline-configs", type=int, default=None,
                    help="thin the uPU/nnPU baselines to this many configurations (default: all)")
     p.add_argument("--supervised-trials", type=int, default=30)
-    p.add_argument("--tune-dataset", default="titanic")
-    p.add_argument("--tune-c", type=float, default=0.1)
     p.add_argument("--address", default=None)
     p.add_argument("--num-cpus", type=int, default=None)
     p.add_argument("--in-process", action="store_true", help="run the grids in this process instead of on Ray")
@@ -208,6 +215,9 @@ def main(argv=None) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--root", default="results/bench_pu", help="directory of the parts' grids (resumable)")
     p.add_argument("--out", default="results/bench_pu.json")
+    p.add_argument("--measured", default=None,
+                   help="also write one compact JSON per part to this directory (bench_pu_<part>.json: the part's "
+                        "settings, tables, comparison with the paper and per-cell test AUC and prior)")
     args = p.parse_args(argv)
     unknown = sorted(set(args.parts) - set(PARTS))
     if unknown:
@@ -219,10 +229,13 @@ def main(argv=None) -> None:
     for part in args.parts:
         report[part] = globals()[f"part_{part}"](args)
     report["comparison"] = comparison(report)
+    report["datasets"] = dataset_sizes(dict.fromkeys([*args.datasets, "satimage"]))
     report["seconds"] = time.perf_counter() - started
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2, default=str))
+    if args.measured:
+        write_measured(report, Path(args.measured))
     print(json.dumps(report["comparison"], indent=2))
 
 
