@@ -10,12 +10,13 @@ One job on each side of ``ray up``:
   local one.
 * On the head, :func:`announce_node_types` records the node types of the autoscaler's
   config (``~/ray_bootstrap_config.yaml``) in the cluster's GCS as Ray's own
-  ``ClusterConfig`` record (``raytune-fed cluster announce``); any driver reads it back with
-  :func:`offered_resources`: the custom resources a node the autoscaler *can* start would
-  declare.  A grid then pins a site to its ``site:<name>`` node type before such a node
-  runs, and its resource demand is what makes the autoscaler start one.  (Ray 2.60's
-  launcher does not fill that record itself; KubeRay-style deployments report it the same
-  way.)
+  ``ClusterConfig`` record (``raytune-fed cluster announce``); any driver reads it back:
+  :func:`offered_resources` (the custom resources a node the autoscaler *can* start would
+  declare) and :func:`node_groups` (each node type's resources and how many nodes of it the
+  autoscaler may run).  A grid then pins a site to its ``site:<name>`` node type before
+  such a node runs, its resource demand is what makes the autoscaler start one, and it
+  asks the autoscaler only for what the node types can hold.  (Ray 2.60's launcher does
+  not fill that record itself; KubeRay-style deployments report it the same way.)
 
 Ray is imported only inside the functions that talk to a cluster.
 """
@@ -210,13 +211,28 @@ def _custom(record: Any) -> set[str]:
                                                                             "object_store_memory")}
 
 
-def offered_resources() -> frozenset[str]:
-    """The custom resources that some node type of the connected cluster declares, running or not
-    (from the record :func:`announce_node_types` wrote; empty without one, e.g. a local session)."""
+def _announced() -> Any:
+    """The connected cluster's ``ClusterConfig`` record (None: not connected, or nothing announced)."""
     try:
         from ray._private.state import state
 
-        record = state.get_cluster_config()
+        return state.get_cluster_config()
     except Exception:  # not connected, or a Ray without the record: nothing is offered beyond the live nodes
-        return frozenset()
+        return None
+
+
+def offered_resources() -> frozenset[str]:
+    """The custom resources that some node type of the connected cluster declares, running or not
+    (from the record :func:`announce_node_types` wrote; empty without one, e.g. a local session)."""
+    record = _announced()
     return frozenset(_custom(record)) if record is not None else frozenset()
+
+
+def node_groups() -> tuple[tuple[dict[str, float], int], ...]:
+    """The connected cluster's node types as its head announced them: each one's resources and the
+    most nodes of it the autoscaler may run (the head: one).  Empty without an announcement."""
+    record = _announced()
+    if record is None:
+        return ()
+    return tuple(({r: float(a) for r, a in g.resources.items()}, int(g.max_count))
+                 for g in record.node_group_configs if g.max_count > 0)

@@ -6,6 +6,7 @@ import pytest
 
 from raytune_fed.errors import ConfigError
 from raytune_fed.grid import Demand, Slots, alive_totals, capacity, requirement, why_unplaceable
+from raytune_fed.grid._placement import autoscaler_request
 
 # two general nodes and a site node that declares site:a but gives no CPU to the cluster
 NODES = [{"Alive": True, "Resources": {"CPU": 2.0, "memory": 1e9}},
@@ -31,6 +32,38 @@ def test_site_pins_follow_node_types_the_autoscaler_can_start():
     assert capacity(need, totals) == 0  # no live node yet: it waits (placement_timeout bounds the wait)
     assert requirement(Demand(site="c"), totals, offered=["site:d"]) == (("CPU", 1.0),)
     assert requirement(Demand(), totals, offered=["site:c"]) == (("CPU", 1.0),)
+
+
+# cluster.yaml's shape as the fake cluster declares it: head, two general workers, one site node
+GROUPS = [({"CPU": 1.0}, 1), ({"CPU": 1.0, "memory": 1e9}, 2), ({"CPU": 1.0, "site:s": 1.0}, 1)]
+PINNED = (("CPU", 1.0), ("site:s", 0.001))
+FREE = (("CPU", 1.0),)
+
+
+@pytest.mark.parametrize("backlog, groups, expected", [
+    # two cells pinned to the one site node of one CPU: only one can be asked for, or nothing starts
+    ([PINNED, PINNED, FREE, FREE], GROUPS, [dict(PINNED), dict(FREE), dict(FREE)]),
+    # the free cells fill the head and both workers; the site node holds its own cell
+    ([FREE] * 6 + [PINNED], GROUPS, [dict(PINNED)] + [dict(FREE)] * 3),
+    # the site node may take free cells when no pinned cell needs it
+    ([FREE] * 6, GROUPS, [dict(FREE)] * 4),
+    # a cell needing nothing is not a bundle; an empty backlog withdraws the request
+    ([(), FREE], GROUPS, [dict(FREE)]),
+    ([], GROUPS, []),
+    # nothing announced, or a node type whose CPUs are unknown: the backlog as it is
+    ([PINNED, PINNED, FREE], [], [dict(PINNED), dict(PINNED), dict(FREE)]),
+    ([PINNED, PINNED], [({"site:s": 1.0}, 1)], [dict(PINNED), dict(PINNED)]),
+    # a node type that may run no node offers nothing
+    ([PINNED], [({"CPU": 1.0, "site:s": 1.0}, 0), ({"CPU": 4.0}, 1)], []),
+], ids=["pinned-beyond-site-node", "more-free-than-cpus", "site-node-takes-free", "empty-need", "nothing-left",
+        "no-node-types", "cpus-unknown", "type-never-started"])
+def test_the_autoscaler_is_asked_only_for_what_the_node_types_can_hold(backlog, groups, expected):
+    assert autoscaler_request(backlog, groups) == expected
+
+
+def test_the_autoscaler_request_is_bounded():
+    assert len(autoscaler_request([FREE] * 50, [({"CPU": 8.0}, 100)], limit=7)) == 7
+    assert len(autoscaler_request([FREE] * 50, [], limit=7)) == 7
 
 
 @pytest.mark.parametrize("demand, n, reason", [

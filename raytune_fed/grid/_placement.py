@@ -70,6 +70,33 @@ def why_unplaceable(need: Requirement, totals: Sequence[Mapping[str, float]]) ->
     return f"the largest live node offers {have} (the cell needs {asked})"
 
 
+def autoscaler_request(backlog: Sequence[Requirement], groups: Sequence[tuple[Mapping[str, float], int]],
+                       limit: int = 1000) -> list[dict[str, float]]:
+    """The bundles to ask the autoscaler for (``request_resources``): the backlog's requirements that a
+    cluster of every node type at its maximum count (``groups``: resources, most nodes) can hold at once.
+
+    Ray's autoscaler (v2, as ``ray up`` runs it) ignores a request it cannot satisfy whole, so a
+    backlog larger than the cluster can grow (two cells pinned to one site node of one CPU) would
+    start no node at all.  Requirements naming a custom resource are packed first (their nodes are
+    few), each bundle on the first node with room.  Without node types (nothing announced, or a
+    type whose CPUs are unknown) the backlog is asked as it is.  At most ``limit`` bundles."""
+    wanted = [need for need in backlog if need]
+    nodes = [dict(resources) for resources, most in groups for _ in range(max(0, min(int(most), limit)))]
+    if not nodes or any("CPU" not in node for node in nodes):
+        return [dict(need) for need in wanted][:limit]
+    bundles: list[dict[str, float]] = []
+    for need in sorted(wanted, key=lambda n: not any(r != "CPU" for r, _ in n)):  # stable: pinned first
+        for node in nodes:
+            if all(node.get(r, 0.0) + _EPS >= amount for r, amount in need):
+                for r, amount in need:
+                    node[r] -= amount
+                bundles.append(dict(need))
+                break
+        if len(bundles) >= limit:
+            break
+    return bundles
+
+
 class Slots:
     """Cells in flight: their CPUs, and how many of each requirement (see the module notes)."""
 

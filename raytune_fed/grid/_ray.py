@@ -7,7 +7,9 @@
   raise again) and is reported as the cell's failure.
 * At most one cell runs per CPU of the (possibly growing) cluster, and cells of one
   requirement never take more slots than their nodes hold (see ``_placement``).  The
-  backlog is announced to the autoscaler with ``request_resources`` and withdrawn at the end.
+  backlog (cells waiting and running) is announced to the autoscaler with
+  ``request_resources``, as much of it as the announced node types can hold at once, again
+  whenever it shrinks, and withdrawn at the end.
 * The long tail (``_grants``): once no cell waits to start, the cores that finished cells
   free are lent to running cells on the same node whose ``max_parallelism`` exceeds their
   grant.  A small actor holds the grants; a cell reads its own (at most every
@@ -29,13 +31,14 @@ from collections import deque
 from typing import Any, Iterator, Sequence
 
 from raytune_fed._checks import check_float, check_int
-from raytune_fed.cluster import offered_resources
+from raytune_fed.cluster import node_groups, offered_resources
 from raytune_fed.errors import ConfigError
 from raytune_fed.cores import granted_cores
 from raytune_fed.grid._cell import Cell, CellError, Outcome, Usage, as_result
 from raytune_fed.grid._grants import Running, share_cores
 from raytune_fed.grid._executors import RunCell
-from raytune_fed.grid._placement import Requirement, Slots, alive_totals, capacity, requirement, why_unplaceable
+from raytune_fed.grid._placement import (Requirement, Slots, alive_totals, autoscaler_request, capacity, requirement,
+                                         why_unplaceable)
 
 _MAX_BUNDLES = 1000
 
@@ -162,9 +165,14 @@ class RayExecutor:
         slots = Slots()
         running: dict[Any, tuple[Cell, Requirement, float]] = {}
         blocked_since: dict[Requirement, float] = {}
-        _ask_autoscaler([dict(need) for need, q in queues.items() for _ in range(len(q)) if need][:_MAX_BUNDLES])
+        groups = node_groups()  # the node types the autoscaler can start: ask only for what they can hold
+        asked = -1
         try:
             while any(queues.values()) or running:
+                backlog = [need for need, q in queues.items() for _ in q] + [n for _, n, _ in running.values()]
+                if len(backlog) != asked:  # the cluster's shape follows the cells left: idle nodes can go
+                    _ask_autoscaler(autoscaler_request(backlog, groups, _MAX_BUNDLES))
+                    asked = len(backlog)
                 totals = alive_totals(ray.nodes())
                 yield from self._expire(queues, running, slots, blocked_since, totals)
                 if grants is not None and running and not any(queues.values()):
