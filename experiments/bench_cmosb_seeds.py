@@ -52,7 +52,7 @@ from raytune_fed.crypto import REFERENCE_OP_TIMES
 from raytune_fed.grid import Cell, CellResult, GridIncompleteError, InProcessExecutor, make_progress, run_cells
 from raytune_fed.metrics import hypervolume, pareto_mask
 from raytune_fed.store import ResultStore
-from raytune_fed.workflows.cmosb import OBJECTIVES, CMOSBSettings, feasible, hypervolume_by_generation, run_cmosb
+from raytune_fed.workflows.cmosb import OBJECTIVES, PARAMETERS, CMOSBSettings, feasible, hypervolume_by_generation, run_cmosb
 
 VARIANTS = ("table4", "leakage_penalty", "leakage_domination", "cost_penalty", "cost_domination")
 CONSTRAINED = {"privacy_leakage": ("leakage_penalty", "leakage_domination"),
@@ -135,32 +135,105 @@ def _plain(value: Any) -> Any:
     return value.item() if hasattr(value, "item") else value
 
 
+def search_rows(cell: SeedCell, work: Path) -> tuple[pd.DataFrame, int] | None:
+    """The CMOSB search of a cell that is not in the store (yet): its rows and its complete generations.
+
+    A finished search is ``runs/cmosb.parquet`` in the cell's directory (a ``table4`` cell
+    writes it before its baselines run).  A search still running (or interrupted) is read from
+    its Tune experiment: each finished trial's metrics from Tune's records, its generation and
+    slot from NSGA2Search's own record (the searcher checkpoint Tune keeps beside it), and only
+    the generations whose every member finished and whose survivors the record holds.
+    """
+    from raytune_fed.workflows.cmosb._run import plan
+
+    out = cell.work_dir(work)
+    if (out / "runs" / "cmosb.parquet").exists():
+        frame = pd.read_parquet(out / "runs" / "cmosb.parquet")
+        return frame, int(frame.generation.max()) + 1
+    path = out / "tune" / "cmosb"
+    if not path.is_dir():
+        return None
+    from ray.tune import ExperimentAnalysis
+
+    run = next(r for r in plan(cell.settings(), binary=True) if r.method == "cmosb")
+    searcher = run.make_searcher()
+    try:
+        searcher.restore_from_dir(str(path))
+        trials = ExperimentAnalysis(str(path.resolve())).trials
+    except Exception:  # noqa: BLE001 - a run that has not written its first checkpoint yet
+        return None
+    members = searcher.members()
+    rows = []
+    for trial in trials:
+        m = trial.last_result or {}
+        if "utility_loss" not in m or trial.trial_id not in members:
+            continue
+        rows.append({"method": "cmosb", "run": "cmosb", "generation": members[trial.trial_id][0],
+                     "slot": members[trial.trial_id][1], **{k: m[f"x_{k}"] for k in PARAMETERS},
+                     **{k: m[k] for k in OBJECTIVES}})
+    history = searcher.core.population_history()
+    frame = pd.DataFrame(rows)
+    if not len(frame):
+        return None
+    sizes = frame.groupby("generation").size()
+    complete = 0
+    while complete < len(history) and sizes.get(complete, 0) == cell.population:
+        complete += 1
+    frame = frame[frame.generation < complete].copy()
+    last: dict[tuple[int, int], int] = {}
+    for g, survivors in enumerate(history[:complete]):
+        for member in survivors:
+            last[member] = g
+    frame["in_population_until"] = [last.get((g, i), g - 1) for g, i in zip(frame.generation, frame.slot)]
+    return frame.sort_values(["generation", "slot"]).reset_index(drop=True), complete
+
+
 # ---------------------------------------------------------------------------------------------- scoring
 def _scaled(frame: pd.DataFrame, low: np.ndarray, span: np.ndarray) -> np.ndarray:
     span = np.where(span > 0, span, 1.0)
     return (frame[list(OBJECTIVES)].to_numpy(dtype=float) - low) / span
 
 
+READINGS = {"all_rows": "min-max over every configuration any method evaluated on the dataset (the workflow's "
+                         "summary.json; our reading of 'we normalize the three objectives for each dataset')",
+            "natural": "utility loss and privacy leakage on their own [0, 1] scale, training cost divided by the "
+                       "largest cost any method reached",
+            "own_rows": "each method min-max scaled over its own rows (a check: not comparable between methods)"}
+
+
+def readings(points: dict[str, np.ndarray], low: np.ndarray, high: np.ndarray) -> dict[str, dict[str, float]]:
+    """Each method's hypervolume (reference (1, 1, 1)) under every normalisation of :data:`READINGS`.
+
+    ``points`` are a method's objective rows (all of them, or its non-dominated ones: every
+    reading scales each objective by an increasing map, so the front and its hypervolume are
+    the same); ``low`` / ``high`` the objectives' range over every method's rows.
+    """
+    low, high = np.asarray(low, dtype=float), np.asarray(high, dtype=float)
+    out: dict[str, dict[str, float]] = {r: {} for r in READINGS}
+    for method, rows in points.items():
+        rows = np.asarray(rows, dtype=float).reshape(-1, len(OBJECTIVES))
+        own_low, own_high = rows.min(axis=0), rows.max(axis=0)
+        scaled = {"all_rows": (low, high - low), "natural": (np.zeros(3), np.array([1.0, high[1], 1.0])),
+                  "own_rows": (own_low, own_high - own_low)}
+        for reading, (lo, span) in scaled.items():
+            out[reading][method] = hypervolume((rows - lo) / np.where(span > 0, span, 1.0), REFERENCE)
+    return out
+
+
 def table4(frames: dict[int, pd.DataFrame]) -> dict[str, Any]:
     """Each method's hypervolume per seed under the three normalisations, and their mean and spread."""
-    per_seed: dict[str, dict[str, dict[int, float]]] = {"all_rows": {}, "natural": {}, "own_rows": {}}
+    per_seed: dict[str, dict[str, dict[int, float]]] = {r: {} for r in READINGS}
     counts: dict[str, dict[int, int]] = {}
     for seed, frame in frames.items():
         values = frame[list(OBJECTIVES)].to_numpy(dtype=float)
-        low, high = values.min(axis=0), values.max(axis=0)
-        natural_low = np.zeros(3)
-        natural_span = np.array([1.0, high[1], 1.0])
-        for method in METHOD_ORDER:
-            rows = frame[frame.method == method]
-            if not len(rows):
-                continue
+        points = {m: frame.loc[frame.method == m, list(OBJECTIVES)].to_numpy(dtype=float) for m in METHOD_ORDER
+                  if (frame.method == m).any()}
+        for method, rows in points.items():
             counts.setdefault(method, {})[seed] = len(rows)
-            own = rows[list(OBJECTIVES)].to_numpy(dtype=float)
-            scores = {"all_rows": _scaled(rows, low, high - low), "natural": _scaled(rows, natural_low, natural_span),
-                      "own_rows": _scaled(rows, own.min(axis=0), own.max(axis=0) - own.min(axis=0))}
-            for reading, points in scores.items():
-                per_seed[reading].setdefault(method, {})[seed] = hypervolume(points, REFERENCE)
-    out: dict[str, Any] = {"n_evaluated": counts, "readings": {}}
+        for reading, hv in readings(points, values.min(axis=0), values.max(axis=0)).items():
+            for method, value in hv.items():
+                per_seed[reading].setdefault(method, {})[seed] = value
+    out: dict[str, Any] = {"n_evaluated": counts, "readings": {}, "reading_definitions": READINGS}
     for reading, methods in per_seed.items():
         out["readings"][reading] = {m: {"per_seed": {str(s): v for s, v in hv.items()},
                                         "mean": float(np.mean(list(hv.values()))),
@@ -172,7 +245,7 @@ def table4(frames: dict[int, pd.DataFrame]) -> dict[str, Any]:
 def figures(mosb: dict[int, pd.DataFrame], constrained: dict[str, dict[int, pd.DataFrame]], objective: str,
             bound: float) -> dict[str, Any]:
     """Figure 10 (hypervolume by generation, two ways) and Figure 11 (final 2-D fronts) for one constraint."""
-    searches = {"mosb": mosb, **constrained}
+    searches = {name: runs for name, runs in {"mosb": mosb, **constrained}.items() if runs}
     pooled = pd.concat([f for runs in searches.values() for f in runs.values()], ignore_index=True)
     values = pooled[list(OBJECTIVES)].to_numpy(dtype=float)
     low, span = values.min(axis=0), values.max(axis=0) - values.min(axis=0)
@@ -193,20 +266,34 @@ def figures(mosb: dict[int, pd.DataFrame], constrained: dict[str, dict[int, pd.D
             n_feasible[str(seed)] = int(ok.sum())
         entry: dict[str, Any] = {"n_evaluated": {str(s): len(f) for s, f in runs.items()}, "n_feasible": n_feasible,
                                  "fronts": fronts}
+        entry["generations_reached"] = {str(s): len(c) for s, c in curves["so_far"].items()}
         for kind, by_seed in curves.items():
-            matrix = np.array(list(by_seed.values()))
+            # a search still running has fewer generations: each generation's mean is over the seeds that reached it
+            depth = max(len(c) for c in by_seed.values())
+            matrix = np.full((len(by_seed), depth), np.nan)
+            for i, c in enumerate(by_seed.values()):
+                matrix[i, :len(c)] = c
+            n = (~np.isnan(matrix)).sum(axis=0)
+            finals = np.array([c[-1] for c in by_seed.values()])
             entry[kind] = {"per_seed": {str(s): c for s, c in by_seed.items()},
-                           "mean": matrix.mean(axis=0).tolist(),
-                           "std": (matrix.std(axis=0, ddof=1) if len(matrix) > 1 else 0 * matrix[0]).tolist(),
-                           "final_mean": float(matrix[:, -1].mean()),
-                           "final_std": float(matrix[:, -1].std(ddof=1)) if len(matrix) > 1 else 0.0}
+                           "mean": np.nanmean(matrix, axis=0).tolist(), "n_seeds": n.tolist(),
+                           "std": [float(np.nanstd(matrix[:, g], ddof=1)) if n[g] > 1 else 0.0 for g in range(depth)],
+                           "final_mean": float(finals.mean()),
+                           "final_std": float(finals.std(ddof=1)) if len(finals) > 1 else 0.0}
         out["searches"][name] = entry
     # paired by seed: each constrained search minus MOSB, at the last generation
+    # paired by seed, at the last generation both searches of that seed reached
     for name in constrained:
+        if name not in out["searches"] or "mosb" not in out["searches"]:
+            continue
         for kind in ("so_far", "population"):
-            d = np.array([out["searches"][name][kind]["per_seed"][s][-1] - out["searches"]["mosb"][kind]["per_seed"][s][-1]
-                          for s in out["searches"][name][kind]["per_seed"]])
+            mine, base = out["searches"][name][kind]["per_seed"], out["searches"]["mosb"][kind]["per_seed"]
+            pairs = {s: (mine[s], base[s]) for s in mine if s in base}
+            d = np.array([a[min(len(a), len(b)) - 1] - b[min(len(a), len(b)) - 1] for a, b in pairs.values()])
+            if not len(d):
+                continue
             out["searches"][name][f"{kind}_final_minus_mosb"] = {
+                "seeds_compared": list(pairs), "at_generation": {s: min(len(a), len(b)) for s, (a, b) in pairs.items()},
                 "per_seed": d.tolist(), "mean": float(d.mean()), "std": float(d.std(ddof=1)) if len(d) > 1 else 0.0,
                 "seeds_ahead": int((d > 0).sum()), "seeds": len(d)}
     return out
@@ -238,7 +325,7 @@ def plot(results: dict[str, Any], dataset: str, out_dir: Path) -> list[str]:
             for name, s in r["searches"].items():
                 mean, std = np.array(s[kind]["mean"]), np.array(s[kind]["std"])
                 x = np.arange(1, len(mean) + 1)
-                ax.plot(x, mean, c=COLOURS[name], label=_label(name))
+                ax.plot(x, mean, c=COLOURS[name], label=f"{_label(name)}, {len(s['n_evaluated'])} seed(s)")
                 ax.fill_between(x, mean - std, mean + std, color=COLOURS[name], alpha=0.15, lw=0)
             ax.set_xlabel("generation")
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -246,7 +333,8 @@ def plot(results: dict[str, Any], dataset: str, out_dir: Path) -> list[str]:
             what = "all evaluations so far" if kind == "so_far" else "current population"
             ax.set_title(f"{objective.replace('_', ' ')} <= {r['bound']:g}: {what}", fontsize=9)
             ax.legend(fontsize=8)
-    fig.suptitle(f"{dataset}: mean and standard deviation over {len(next(iter(results.values()))['searches']['mosb']['n_evaluated'])} seeds")
+    fig.suptitle(f"{dataset}: mean and standard deviation over seeds (a generation's mean is over the seeds that "
+                 "reached it)", fontsize=9)
     fig.tight_layout()
     name = f"cmosb_seeds_{dataset}_figure10.png"
     fig.savefig(out_dir / name, dpi=110)
@@ -354,14 +442,29 @@ def main(argv: list[str] | None = None) -> None:
         table = {s: f for (v, s), f in frames.items() if v == "table4"}
         if table:
             report["table4"] = {**table4(table), "paper": PAPER_TABLE4.get(dataset)}
+        # every CMOSB search there is, finished or not: a cell in the store, a table4 cell whose search finished
+        # before its baselines, a search still running (its complete generations)
+        searches: dict[str, dict[int, pd.DataFrame]] = {}
+        partial: dict[str, int] = {}
+        for cell in (c for c in cells if c.dataset == dataset):
+            if (cell.variant, cell.run_seed) in frames:
+                frame = frames[cell.variant, cell.run_seed]
+                frame = frame[frame.method == "cmosb"].reset_index(drop=True)
+            else:
+                found = search_rows(cell, work)
+                if found is None:
+                    continue
+                frame, reached = found
+                if reached < cell.generations:
+                    partial[cell.label] = reached
+            searches.setdefault("mosb" if cell.variant == "table4" else cell.variant, {})[cell.run_seed] = frame
+        report["searches_partial_generations"] = partial
         results = {}
         for objective, (penalty, domination) in CONSTRAINED.items():
-            have = [s for s in seeds if all((v, s) in frames for v in ("table4", penalty, domination))]
-            if have:
-                mosb = {s: table[s][table[s].method == "cmosb"].reset_index(drop=True) for s in have}
+            if searches.get("mosb") and (searches.get(penalty) or searches.get(domination)):
                 bound = args.max_leakage if objective == "privacy_leakage" else args.max_cost
-                results[objective] = figures(mosb, {penalty: {s: frames[penalty, s] for s in have},
-                                                    domination: {s: frames[domination, s] for s in have}},
+                results[objective] = figures(searches["mosb"], {penalty: searches.get(penalty, {}),
+                                                                domination: searches.get(domination, {})},
                                              objective, bound)
                 results[objective]["paper"] = PAPER_FIGURES[objective]
         report["figures_10_11"] = results

@@ -88,3 +88,21 @@ def test_bench_nsga2_names_bad_options(monkeypatch, capsys, tmp_path, argv, mess
     code, line = run(_load("bench_nsga2"), monkeypatch, capsys, *argv, "--out", str(tmp_path / "o.json"))
     assert code == 2 and message in line
     assert not (tmp_path / "o.json").exists()
+
+
+def test_table4_readings_scale_each_objective_as_stated():
+    """all_rows: min-max over every method's rows; natural: losses as they are, cost over its largest value."""
+    import numpy as np
+
+    seeds = _load("bench_cmosb_seeds")
+    points = {"a": np.array([[0.2, 2.0, 0.6]]), "b": np.array([[0.4, 4.0, 0.8], [0.3, 1.0, 0.9]])}
+    low, high = np.array([0.2, 1.0, 0.6]), np.array([0.4, 4.0, 0.9])
+    hv = seeds.readings(points, low, high)
+    # a's point scaled over every row: (0, 1/3, 0) -> box 1 x 2/3 x 1
+    assert hv["all_rows"]["a"] == pytest.approx(2 / 3)
+    # natural: (0.2, 2/4, 0.6) -> 0.8 x 0.5 x 0.4
+    assert hv["natural"]["a"] == pytest.approx(0.8 * 0.5 * 0.4)
+    # own rows: a single point sits at its own minimum on every axis
+    assert hv["own_rows"]["a"] == pytest.approx(1.0)
+    # b's two points, natural: (0.4, 1, 0.8) adds nothing (cost at the reference); (0.3, 0.25, 0.9)
+    assert hv["natural"]["b"] == pytest.approx(0.7 * 0.75 * 0.1)
