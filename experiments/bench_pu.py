@@ -14,7 +14,8 @@ the cells it already holds.  Parts (``--parts``):
   ``--baselines-c`` (default 0.01, Table 2's c).
 * ``schedules`` - Table 4: ODE-IPM with each pruning schedule.
 * ``cv`` - Table 5: ODE-IPM, exp schedule, with and without the control variate (the
-  paper's Table 5 "with" row equals its Table 4 exp row).
+  paper's Table 5 "with" row equals its Table 4 exp row; stored with ``schedules``, whose exp
+  cells it shares).
 * ``readings`` - Table 2's ODE-IPM (c = 0.01 by default) under the other readings of what the paper leaves open:
   rung rows stratified by ``s`` (``proportional``, the earlier default), ``B = 4 N``, the
   true class prior instead of TIcE's for training uPU (an oracle), and the control variate as the
@@ -100,15 +101,16 @@ def part_schedules(args) -> dict:
 
 
 def part_cv(args) -> dict:
-    return _grid(args, "cv", datasets=tuple(args.ablation_datasets), cs=tuple(args.ablation_c), methods=("ode",),
+    # stored with the schedules part: its exp cells with the control variate are this part's "with" cells
+    return _grid(args, "schedules", datasets=tuple(args.ablation_datasets), cs=tuple(args.ablation_c), methods=("ode",),
                  schedules=("exp",), control_variates=(True, False))
 
 
 def part_readings(args) -> dict:
     """ODE-IPM (self-paced, control variate) under each reading of :data:`READINGS`, one grid each."""
-    return {name: _grid(args, f"readings/{name}", datasets=tuple(args.datasets), cs=tuple(args.readings_c),
-                        methods=("ode",), **change)
-            for name, change in READINGS.items()}
+    return {name: _grid(args, f"readings/{name}", datasets=tuple(args.readings_datasets or args.datasets),
+                        cs=tuple(args.readings_c), methods=("ode",), **READINGS[name])
+            for name in args.readings}
 
 
 PAPER_TABLE1 = {"twonorm": (5180, 2220, 20, 0.496), "spambase": (3220, 1381, 57, 0.399),
@@ -200,6 +202,10 @@ def main(argv=None) -> None:
                    help="the baselines part's methods (nnpu: its 500-network grid per cell, not in the default)")
     p.add_argument("--baselines-c", type=lambda t: [float(x) for x in csv(t)], default=[0.01])
     p.add_argument("--reps", type=int, default=10, help="replications (default: the paper's 10)")
+    p.add_argument("--readings", type=csv, default=list(READINGS), help=f"readings to run (default: all of "
+                                                                       f"{list(READINGS)})")
+    p.add_argument("--readings-datasets", type=csv, default=None, help="datasets of the readings part "
+                                                                       "(default: --datasets)")
     p.add_argument("--readings-c", type=lambda t: [float(x) for x in csv(t)], default=[0.01],
                    help="c values of the readings part (default: 0.01, Table 2's)")
     p.add_argument("--ablation-datasets", type=csv, default=list(DATASETS))
@@ -222,6 +228,9 @@ def main(argv=None) -> None:
     unknown = sorted(set(args.parts) - set(PARTS))
     if unknown:
         p.error(f"unknown parts {unknown}; known: {list(PARTS)}")
+    unknown = sorted(set(args.readings) - set(READINGS))
+    if unknown:
+        p.error(f"unknown readings {unknown}; known: {list(READINGS)}")
 
     report: dict = {"settings": vars(args), "paper": PAPER,
                     "machine": {"python": platform.python_version(), "platform": platform.platform()}}

@@ -36,6 +36,7 @@ def one_class_csv(tmp_path):
     (["--rung-sampling", "stratified"], r"unknown rung sampling 'stratified'; known: \['proportional', 'balanced', "
                                         r"'uniform'\]"),
     (["--prior", "oracle"], r"unknown prior source 'oracle'; known: \['tice', 'true'\]"),
+    (["--cv-reading", "paper"], r"unknown control-variate reading 'paper'; known: \['normalised', 'odds'\]"),
 ])
 def test_bad_input_exits_2_with_one_line(argv, message, tmp_path, capsys, one_class_csv):
     out = tmp_path / "out"

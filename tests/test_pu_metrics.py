@@ -161,7 +161,8 @@ def test_the_correction_averages_what_eq_13_leaves_of_it():
         Pv, Uv, _ = _pu_sample(rng, 30, 300, 0.4, d=5)
         s = np.r_[np.ones(30), np.zeros(300)].astype(int)
         a = pu_contributions(s, expit(np.vstack([Pv, Uv]) @ w_model), "ipm")
-        shipped.append((control_variate(a, ratio.ratio(Pv))[0] - a.mean(), control_variate(a, ratio.ratio(Pv))[1]))
+        estimate, eta = control_variate(a, ratio.ratio(Pv))
+        shipped.append((estimate - a.mean(), eta))
         raw.append(control_variate(a, ratio.raw_ratio(Pv))[0] - a.mean())
     correction, eta = np.array(shipped).T
     se = correction.std(ddof=1) / np.sqrt(correction.size)

@@ -175,7 +175,8 @@ class SuccessiveHalving(SearchCore):
                 if math.isfinite(self._values[t][i]):
                     return i, self._values[t][i]
         if self._failed:
-            raise NoSelectionError(f"every job failed ({len(self._failed)} discarded), so there is no best configuration")
+            raise NoSelectionError(f"every job failed ({len(self._failed)} discarded), "
+                                   f"so there is no best configuration")
         raise NoSelectionError("no results told yet, so there is no best configuration")
 
     def configuration(self, config_id: int) -> Config:

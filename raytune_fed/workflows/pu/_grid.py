@@ -192,7 +192,8 @@ def ode_settings(cell: PUCell) -> ODESettings:
     s = cell.settings
     return ODESettings(evaluator=cell.evaluator or "ipm", schedule=cell.schedule or "selfpaced",
                        control_variate=True if cell.control_variate is None else cell.control_variate,
-                       cv_reading=s.cv_reading, budget_samples=s.budget_samples, budget_factor=s.budget_factor, rung_sampling=s.rung_sampling,
+                       cv_reading=s.cv_reading, budget_samples=s.budget_samples, budget_factor=s.budget_factor,
+                       rung_sampling=s.rung_sampling,
                        budget_seconds=s.budget_seconds, asynchronous=s.asynchronous)
 
 
