@@ -61,10 +61,23 @@ class Target:
 
 
 def _local(tmp_path: Path, data: dict[str, Any]) -> Target:
-    def start() -> SiteClient:
-        return SiteClient(Site(X, Y, Policy.from_mapping(data), owner_secret=OWNER))
+    running: list[Site] = []
 
-    return Target("local", start(), Path(data["ledger"]), restart=start)
+    def start() -> SiteClient:
+        """A new Site object on the same policy and ledger, after the running one stops (a restart)."""
+        for site in running:
+            stop(site)
+        running[:] = [Site(X, Y, Policy.from_mapping(data), owner_secret=OWNER)]
+        return SiteClient(running[0])
+
+    target = Target("local", start(), Path(data["ledger"]), restart=start)
+    target.cleanup.append(lambda: [stop(site) for site in running])
+    return target
+
+
+def stop(site: Any) -> None:
+    """End an in-process site as its process ending would (code before ``Party.stop`` kept nothing to release)."""
+    getattr(site, "stop", lambda: None)()
 
 
 def _actor(tmp_path: Path, data: dict[str, Any], ray: Any) -> Target:
@@ -75,21 +88,22 @@ def _actor(tmp_path: Path, data: dict[str, Any], ray: Any) -> Target:
     return target
 
 
-def start_service(tmp_path: Path, data: dict[str, Any], certs: tuple[Path, Path] | None) -> tuple[Any, str, str]:
+def start_service(tmp_path: Path, data: dict[str, Any], certs: tuple[Path, Path] | None, *, port: int = 0,
+                  token: str | None = None) -> tuple[Any, str, str]:
     """Start ``raytune-fed site serve`` in its own process; returns (process, url, analyst token)."""
     import json
 
     policy_file = tmp_path / "policy.json"
     policy_file.write_text(json.dumps(data))
     np.savez(tmp_path / "site.npz", X=X, y=Y)
-    token = secrets.token_urlsafe(24)
+    token = token or secrets.token_urlsafe(24)
     (tmp_path / "token").write_text(token + "\n")
     (tmp_path / "owner").write_text(OWNER + "\n")
     url_file = tmp_path / "url"
     url_file.unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "raytune_fed.cli", "site", "serve", "--policy", str(policy_file), "--data",
            str(tmp_path / "site.npz"), "--token-file", str(tmp_path / "token"), "--owner-token-file",
-           str(tmp_path / "owner"), "--port", "0", "--url-file", str(url_file)]
+           str(tmp_path / "owner"), "--port", str(port), "--url-file", str(url_file)]
     if certs is not None:
         cmd += ["--cert", str(certs[0]), "--key", str(certs[1])]
     proc, url = launch(cmd, url_file)

@@ -194,10 +194,15 @@ def test_ledger_reloads_and_detects_edits(tmp_path):
     ledger = SiteLedger(path)
     ledger.append("a", x=1)
     ledger.append("b", x=2)
-    assert [e["x"] for e in SiteLedger(path).entries] == [1, 2]
+    ledger.close()
+    reloaded = SiteLedger(path)
+    assert [e["x"] for e in reloaded.entries] == [1, 2]
+    reloaded.close()
     with open(path, "ab") as f:
         f.write(b'{"seq": 2, "torn')  # a crash mid-write
-    assert len(SiteLedger(path).entries) == 2 and path.read_bytes().endswith(b"\n")
+    reloaded = SiteLedger(path)
+    assert len(reloaded.entries) == 2 and path.read_bytes().endswith(b"\n")
+    reloaded.close()
     lines = path.read_text().splitlines()
     path.write_text("\n".join([lines[0].replace('"x":1', '"x":5'), lines[1]]) + "\n")
     with pytest.raises(ConfigError, match="line 2 breaks the hash chain"):
@@ -247,8 +252,10 @@ def test_a_new_party_type_declares_its_restricted_methods():
     assert _call(party, "reverse", session="x" * 43, ciphertext=b"abc")["code"] == "session"
     assert _call(party, "__init__", session=party.token)["code"] == "unknown_method"
     assert _call(party, "_issue", role="passive", unit="u")["code"] == "unknown_method"
-    events = [e["event"] for e in party._ledger.entries]
-    assert events == ["session", "reverse", "refused", "refused", "refused", "refused", "refused"]
+    events = [(e["event"], e.get("code"), e.get("count")) for e in party._ledger.entries]
+    assert events == [("session", None, None), ("reverse", None, None), ("uncharged", "malformed", 1),
+                      ("uncharged", "malformed", 2), ("uncharged", "session", 1),
+                      ("uncharged", "unknown_method", 1), ("uncharged", "unknown_method", 2)]
 
 
 def test_the_rfms_schedule_lists_every_role_assignment_and_replication():

@@ -204,15 +204,19 @@ def test_the_session_cap_holds(tmp_path):
     assert send(party, "new_session", unit="c", owner=OWNER) == "budget"
 
 
-def test_every_request_of_a_session_is_in_the_ledger_before_its_answer(party, public):
+def test_every_answer_of_a_session_is_in_the_ledger_and_refusals_are_counted(party, public):
+    """An answer is a ledger line before it leaves; a refusal that charges nothing is counted
+    (a line at its 1st, 2nd, 4th, ... occurrence), so refused requests cannot fill the party's disk."""
     t = opened(party, public)
     before = len(party._ledger.entries)
-    send(party, "splits", session=t, picks=PICK0)
+    for _ in range(5):
+        send(party, "splits", session=t, picks=PICK0)
     send(party, "splits", session=t, picks=-PICK0 - 1)
     send(party, "view", session=t, owner=OWNER)
     entries = party._ledger.entries[before:]
-    assert [(e["event"], e.get("code")) for e in entries] == [
-        ("refused", "protocol"), ("refused", "malformed"), ("view", None)]
+    assert [(e["event"], e.get("code"), e.get("count")) for e in entries] == [
+        ("uncharged", "protocol", 1), ("uncharged", "protocol", 2), ("uncharged", "protocol", 4),
+        ("uncharged", "malformed", 1), ("view", None, None)]
 
 
 def test_answers_are_records_of_bytes_and_scalars_only(party, public):

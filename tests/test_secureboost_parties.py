@@ -128,6 +128,7 @@ def test_a_restarted_party_reads_its_used_sessions_from_its_ledger(data, tmp_pat
     party = PassiveParty(X[:, 4:], name="p", ledger=str(tmp_path / "p.jsonl"), owner_secret=OWNER)
     opened, issued = admit(party, "a"), admit(party, "b")
     opened.open_session(public, 16, train)
+    party.stop()  # its process ends
     restarted = PassiveParty(X[:, 4:], name="p", ledger=str(tmp_path / "p.jsonl"), owner_secret=OWNER)
     for old in (opened, issued):  # every token issued before the restart answers nothing
         with pytest.raises(QueryRefusedError, match="no open session has this token"):

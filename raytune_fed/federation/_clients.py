@@ -80,12 +80,14 @@ class SiteClient:
     @classmethod
     def service(cls, url: str, *, token: str | None = None, token_file: str | os.PathLike | None = None,
                 cafile: str | os.PathLike | None = None, name: str | None = None,
-                timeout: float = 600.0) -> "SiteClient":
-        """A client for a site served at ``url`` with the analyst's bearer token."""
+                timeout: float = 600.0, restart_wait: float = 600.0) -> "SiteClient":
+        """A client for a site served at ``url`` with the analyst's bearer token (a request that
+        meets the service restarting is sent again for up to ``restart_wait`` seconds)."""
         if (token is None) == (token_file is None):
             raise ConfigError("give exactly one of token= and token_file=")
         token = read_token(token_file) if token_file is not None else token
-        transport = HttpTransport(url, token, cafile=None if cafile is None else os.fspath(cafile), timeout=timeout)
+        transport = HttpTransport(url, token, cafile=None if cafile is None else os.fspath(cafile), timeout=timeout,
+                                  restart_wait=restart_wait)
         return cls(transport, name=name or url)
 
     @property

@@ -214,8 +214,11 @@ def model_to_wire(record: ModelRecord) -> dict[str, Any]:
     return {"learner": record.learner, "config": dict(record.config), "arrays": dict(record.arrays)}
 
 
-def record_fingerprint(record: ModelRecord) -> str:
-    """A short content hash of a model record (what ledgers store instead of the model)."""
+def record_fingerprint(record: ModelRecord, deadline: Any = None) -> str:
+    """A short content hash of a model record (what ledgers store instead of the model).
+
+    ``deadline()`` (a request's CPU limit) is called between arrays and every 16 MiB.
+    """
     import hashlib
     import json
 
@@ -224,6 +227,10 @@ def record_fingerprint(record: ModelRecord) -> str:
     for name in sorted(record.arrays):
         a = record.arrays[name]
         h.update(json.dumps([name, str(getattr(a, "dtype", "")), list(getattr(a, "shape", ()))]).encode())
-        if hasattr(a, "tobytes"):
-            h.update(a.tobytes())
+        if isinstance(a, np.ndarray):
+            raw = memoryview(np.ascontiguousarray(a)).cast("B")
+            for start in range(0, len(raw), 1 << 24):
+                if deadline is not None:
+                    deadline()
+                h.update(raw[start:start + (1 << 24)])
     return h.hexdigest()[:32]

@@ -74,6 +74,7 @@ k = 5                               # differencing guard: refuse models fewer th
 seconds_per_query = 60.0            # CPU seconds a request may use: decoding, validation, scoring
 max_request_bytes = 268435456       # largest request message
 max_header_bytes = 262144           # largest JSON header of a message
+sessions_per_unit = 64              # sessions each analyst credential may open per unit and role
 """
 
 

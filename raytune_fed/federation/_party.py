@@ -29,12 +29,18 @@ side only), or raises :class:`Refusal`.  The base then guarantees, for every par
   ``internal`` refusal, written to the ledger (charged if the request was) and, with its
   traceback, to the party's log (``logging.getLogger("raytune_fed.federation")``), never
   to the caller;
-* every request with a valid session is written to the append-only ledger, answered or
-  refused, before the answer leaves; requests a party charges (:meth:`Party._admit`)
-  are counted before their fields are parsed (the entry's ``charged`` is the number of
-  answers charged), and their answer is kept in the ledger
-  under the caller's request number, so a request sent again (a transport retrying
-  across a restart) gets the recorded answer back and is not charged twice;
+* every answer and every charged refusal is written to the append-only ledger before
+  the answer leaves; requests a party charges (:meth:`Party._admit`) are counted before
+  their fields are parsed (the entry's ``charged`` is the number of answers charged), and
+  their answer is kept in the ledger under the caller's request number, so a request
+  sent again (a transport retrying across a restart) gets the recorded answer back and is
+  not charged twice (a number reused for another method is refused);
+* what charges nothing and answers nothing - a garbage message, an unknown session or
+  method, a failed owner check, a refusal decided before any charge, a request sent
+  again - is counted, not written line by line: the ledger gets an ``uncharged`` line
+  for the 1st, 2nd, 4th, 8th, ... of each (code, method, credential) since the party
+  started, so ``N`` such requests add ``O(log N)`` lines however long they go on (the
+  ledger is the party's own disk; a bearer token must not be a way to fill it);
 * sessions are issued by the party (``secrets.token_urlsafe``), stored as hashes, bound
   to the analyst credential that opened them, and closed only with the owner's
   credential (compared in constant time).
@@ -185,8 +191,14 @@ class Party:
         self._seconds = seconds_per_request
         self._sessions: dict[str, Session] = {}
         self._replies: dict[tuple[str, int], dict[str, Any]] = {}  # (session, request number) -> what was sent
+        self._uncharged: dict[tuple[str, str | None, str], int] = {}  # (code, method, credential) -> count
         self._lock = threading.Lock()
         self._current = threading.local()
+
+    def stop(self) -> None:
+        """Stop answering and release the ledger (a process ending releases it too); every later
+        request is the fixed ``internal`` refusal."""
+        self._ledger.close()
 
     @property
     def max_request_bytes(self) -> int:
@@ -228,7 +240,7 @@ class Party:
             log.exception("party %r: request %s failed", self.name, getattr(known["spec"], "name", None))
             refusal = Refusal("internal", error=type(exc).__name__)
             if known["spec"] is None:
-                self._ledger.append("refused", code="internal", method=None, error=type(exc).__name__, sync=False)
+                self._note("internal", None)
                 raise refusal from None
             self._refuse(known["spec"], known["session"], refusal, charged=known["charged"], number=known["number"])
 
@@ -237,14 +249,14 @@ class Party:
             header, payload = _wire.decode_header(message, max_bytes=self._max_request_bytes,
                                                   max_header=self._max_header_bytes)
         except _wire.WireError:
-            self._ledger.append("refused", code="malformed", method=None, sync=False)
+            self._note("malformed", None)
             raise Refusal("malformed") from None
         if not isinstance(header, dict) or set(header) != {"method", "args"} or not isinstance(header["args"], dict):
-            self._ledger.append("refused", code="malformed", method=None, sync=False)
+            self._note("malformed", None)
             raise Refusal("malformed")
         spec = self.PROTOCOL.get(header["method"]) if isinstance(header["method"], str) else None
         if spec is None:
-            self._ledger.append("refused", code="unknown_method", method=None, sync=False)
+            self._note("unknown_method", None)
             raise Refusal("unknown_method")
         args = dict(header["args"])
         session = None
@@ -285,27 +297,37 @@ class Party:
             if charged:
                 extra = {"request": number, "reply": to_wire(answer)}
                 if number is not None:
-                    self._replies[session.key, number] = {"reply": extra["reply"]}
+                    self._replies[session.key, number] = {"method": spec.name, "reply": extra["reply"]}
             self._ledger.append(spec.name, session=None if session is None else session.key, charged=charged,
                                 **extra, **ledger)
         return answer
 
     def _refuse(self, spec: Restricted, session: Session | None, refusal: Refusal, *, charged: int,
                 number: int | None = None) -> None:
-        extra: dict[str, Any] = {}
-        if charged:
-            extra = {"request": number}
-            if number is not None and session is not None:
-                self._replies[session.key, number] = {"code": refusal.code}
+        if not charged:
+            self._note(refusal.code, spec.name)
+            raise refusal
+        if number is not None and session is not None:
+            self._replies[session.key, number] = {"method": spec.name, "code": refusal.code}
         self._ledger.append("refused", method=spec.name, code=refusal.code, charged=charged,
-                            session=None if session is None else session.key, sync=bool(charged),
-                            **extra, **refusal.ledger)
+                            session=None if session is None else session.key, request=number, **refusal.ledger)
         raise refusal
 
+    def _note(self, code: str, method: str | None) -> None:
+        """Count a request that charged nothing and was answered with nothing new; write an
+        ``uncharged`` ledger line at the 1st, 2nd, 4th, ... of each (code, method, credential)."""
+        key = (code, method, self.caller)
+        n = self._uncharged[key] = self._uncharged.get(key, 0) + 1
+        if n & (n - 1) == 0:
+            self._ledger.append("uncharged", code=code, method=method, analyst=key[2], count=n, sync=False)
+
     def _replay_reply(self, spec: Restricted, session: Session, number: int) -> Any:
-        """A request sent again: what was sent the first time, recorded, never charged again."""
+        """A request sent again: what was sent the first time, never charged again (a number
+        first used by another method is refused, uncharged)."""
         kept = self._replies[session.key, number]
-        self._ledger.append("replayed", method=spec.name, session=session.key, request=number, sync=False)
+        if kept.get("method", spec.name) != spec.name:
+            self._refuse(spec, session, Refusal("malformed"), charged=0)
+        self._note("replayed", spec.name)
         if "code" in kept:
             raise Refusal(kept["code"])
         return from_wire(kept["reply"])
@@ -346,7 +368,7 @@ class Party:
             key = None
         session = self._sessions.get(key) if key is not None else None
         if session is None or session.closed or session.analyst != analyst:
-            self._ledger.append("refused", method=method, code="session", charged=False, sync=False)
+            self._note("session", method)
             raise Refusal("session")
         return session
 
@@ -354,7 +376,7 @@ class Party:
         ok = self._owner is not None and isinstance(credential, str) \
             and hmac.compare_digest(credential.encode(), self._owner.encode())
         if not ok:
-            self._ledger.append("refused", method=method, code="owner", charged=False, sync=False)
+            self._note("owner", method)
             raise Refusal("owner")
 
     @restricted(answers=Closed, owner=True)
@@ -374,8 +396,9 @@ class Party:
                 self._sessions[entry["closed"]].closed = True
             number, key = entry.get("request"), entry.get("session")
             if entry.get("charged") and number is not None and key is not None:
-                self._replies[key, number] = {"code": entry["code"]} if event == "refused" else \
-                    {"reply": entry["reply"]}
+                method = entry.get("method") if event == "refused" else event
+                self._replies[key, number] = {"method": method, "code": entry["code"]} if event == "refused" \
+                    else {"method": method, "reply": entry["reply"]}
             self._replay(entry)
 
     def _replay(self, entry: Mapping[str, Any]) -> None:

@@ -48,6 +48,7 @@ The analyst chooses none of it.  A policy file is TOML (``.toml``) or JSON (``.j
     seconds_per_query = 60.0            # CPU seconds a request may use: decoding, validation, scoring
     max_request_bytes = 268435456       # largest request message
     max_header_bytes = 262144           # largest JSON header of a message (checked before it is parsed)
+    sessions_per_unit = 64              # sessions each credential may open per scheduled unit and role
 
 Every key is optional except ``name`` and ``seed``; an unknown key is an error (so a typo
 never silently keeps a default).
@@ -75,7 +76,10 @@ What the keys bound over the site's life (the README's trust model states the bo
 * ``[limits]`` bound the work a request may cost before it is refused: the header is
   checked against ``max_header_bytes`` before it is parsed, the session and method before
   any array is decoded, and decoding, validation and scoring stop at
-  ``seconds_per_query`` CPU seconds.
+  ``seconds_per_query`` CPU seconds.  ``sessions_per_unit`` bounds the sessions (ledger
+  lines the analyst can make without being charged) to ``max_units`` x 2 roles x that many
+  per credential; every other request that charges nothing adds ``O(log N)`` ledger lines
+  for ``N`` requests (see :mod:`raytune_fed.federation._party`).
 """
 
 from __future__ import annotations
@@ -147,6 +151,7 @@ class LimitsPolicy:
     seconds_per_query: float = 60.0
     max_request_bytes: int = 1 << 28
     max_header_bytes: int = 1 << 18
+    sessions_per_unit: int = 64
 
 
 @dataclass(frozen=True)
@@ -358,6 +363,7 @@ def _check(p: Policy) -> None:
     _real("[limits] seconds_per_query", p.limits.seconds_per_query, 0.0, open_low=True)
     _int("[limits] max_request_bytes", p.limits.max_request_bytes, 1024)
     _int("[limits] max_header_bytes", p.limits.max_header_bytes, 1024)
+    _int("[limits] sessions_per_unit", p.limits.sessions_per_unit, 1)
     if p.limits.max_header_bytes > 1 << 24:
         raise ConfigError(f"policy [limits] max_header_bytes must be at most {1 << 24}, "
                           f"got {p.limits.max_header_bytes!r}")

@@ -45,6 +45,10 @@ class SimulatedSites:
         self._processes = processes
 
     def close(self) -> None:
+        for client in self.clients.values():  # in-process sites release their ledgers
+            party = getattr(client._transport, "party", None)
+            if party is not None:
+                party.stop()
         for proc in self._processes:
             proc.terminate()
         for proc in self._processes:

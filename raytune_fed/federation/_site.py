@@ -6,7 +6,8 @@ ledger.  Its protocol (every method a :func:`restricted` one, reached through
 
 * ``declare_schedule(units)`` - the grid's units, accepted once (the same again is fine);
 * ``open_session(unit, role)`` - a session for a scheduled unit in the role the site plays
-  in it; the site issues the token;
+  in it; the site issues the token; each credential opens at most ``[limits]
+  sessions_per_unit`` per unit and role;
 * ``query(session, model, mechanism, train_loss)`` - curator only: the misclassification
   of a :class:`~raytune_fed.models.ModelRecord` on the unit's in-bag rows (its split comes
   from the site's seed and the unit), exactly or through Thresholdout run by the site
@@ -44,7 +45,7 @@ from raytune_fed.errors import ConfigError
 from raytune_fed.federation._data import site_data
 from raytune_fed.federation._fields import Model, Models, Real, Refusal, Text, Units, record_fingerprint
 from raytune_fed.federation._guard import DifferencingGuard, packed_hex
-from raytune_fed.federation._party import Party, Request, Session, restricted
+from raytune_fed.federation._party import DEFAULT_ANALYST, Party, Request, Session, restricted
 from raytune_fed.federation._policy import MECHANISMS, ROLES, Policy
 from raytune_fed.federation._records import (
     MAX_LEDGER_ENTRIES, FinalLosses, Ledger, LedgerEntry, Loss, ScheduleReceipt, SessionTicket, SiteStatus)
@@ -80,6 +81,7 @@ class Site(Party):
         self._answers = policy.lifetime_answers(len(y))
         self._answers_used: Counter[str] = Counter()  # by analyst credential
         self._finals: Counter[tuple[str, str]] = Counter()
+        self._opened: Counter[tuple[str, str, str]] = Counter()  # sessions by (unit, role, credential)
         self._approved_lockbox_units: int | None = None
         self._guard = DifferencingGuard(len(y), policy.guard.k)
         self._exact: set[tuple[str, str]] = set()  # (predictions, rows) of every model answered exactly
@@ -181,21 +183,24 @@ class Site(Party):
             raise Refusal("schedule")
         if role not in self.policy.roles:
             raise Refusal("role")
+        if self._opened[unit, role, self.caller] >= self.policy.limits.sessions_per_unit:
+            raise Refusal("limit")
+        self._opened[unit, role, self.caller] += 1
         token, session = self._issue(role, unit, self.caller)
         return SessionTicket(token, self.name, role, unit, int(self._rows(session, final=False).sum())), None
 
-    def _score(self, record: Any, rows: np.ndarray) -> np.ndarray:
+    def _score(self, record: Any, rows: np.ndarray, fingerprint: str) -> np.ndarray:
         """The site's own 0/1 predictions of a validated record on ``rows`` (all other rows 0)."""
         deadline = self.deadline.check
         try:
             model = rebuild_model(record, self.n_features, n_rows=int(rows.sum()), deadline=deadline)
             pred = model.predict(self._X[rows], deadline=deadline)
         except RecordError:
-            raise Refusal("record", fingerprint=record_fingerprint(record)) from None
+            raise Refusal("record", fingerprint=fingerprint) from None
         except TimeoutError:
-            raise Refusal("timeout", fingerprint=record_fingerprint(record)) from None
+            raise Refusal("timeout", fingerprint=fingerprint) from None
         if pred.shape != (int(rows.sum()),) or pred.dtype != np.int8 or np.any((pred != 0) & (pred != 1)):
-            raise Refusal("internal", fingerprint=record_fingerprint(record))
+            raise Refusal("internal", fingerprint=fingerprint)
         full = np.zeros(len(self._y), dtype=np.int8)
         full[rows] = pred
         return full
@@ -210,8 +215,8 @@ class Site(Party):
         if (mechanism == "thresholdout") != (train_loss is not None):
             raise Refusal("malformed")
         rows = self._rows(session, final=False)
-        fingerprint = record_fingerprint(model)
-        pred = self._score(model, rows)
+        fingerprint = record_fingerprint(model, self.deadline.check)
+        pred = self._score(model, rows, fingerprint)
         bits = packed_hex(pred), packed_hex(rows)
         repeat = mechanism == "thresholdout" and bits in self._exact  # see _guard's docstring
         if not repeat and not self._guard.allows(pred, rows):
@@ -241,7 +246,8 @@ class Site(Party):
     @restricted(request={"models": Models(max_len=256)}, answers=FinalLosses)
     def final_evaluation(self, session: Session, models: tuple[Any, ...]) -> tuple[FinalLosses, dict[str, Any]]:
         rows = self._rows(session, final=True)
-        preds = [self._score(m, rows) for m in models]  # every record is validated before any loss
+        fingerprints = [record_fingerprint(m, self.deadline.check) for m in models]
+        preds = [self._score(m, rows, f) for m, f in zip(models, fingerprints)]  # all validated before any loss
         values: list[float | None] = []
         kept: list[str | None] = []
         for pred in preds:
@@ -253,7 +259,7 @@ class Site(Party):
                 values.append(None)
                 kept.append(None)
         return FinalLosses(tuple(values), int(rows.sum())), {
-            "fingerprints": [record_fingerprint(m) for m in models], "answers": values, "preds": kept,
+            "fingerprints": fingerprints, "answers": values, "preds": kept,
             "rows": packed_hex(rows), "unit": session.unit, "role": session.role}
 
     @restricted(answers=SiteStatus)
@@ -284,6 +290,8 @@ class Site(Party):
         session = self._sessions.get(entry.get("session"))
         if event == "declare_schedule":
             self._accept(Schedule.from_list(entry["units"], max_units=len(entry["units"])))
+        elif event == "session":
+            self._opened[entry["unit"], entry["role"], entry.get("analyst", DEFAULT_ANALYST)] += 1
         method = entry.get("method") if event == "refused" else event
         if entry.get("charged") and session is not None:
             charged = entry["charged"]

@@ -7,6 +7,7 @@ futures, a thread per HTTP request, eager calls in-process).
 
 from __future__ import annotations
 
+import http.client
 import os
 import socket
 import ssl
@@ -111,20 +112,33 @@ def read_token(path: str | os.PathLike, what: str = "token") -> str:
     return token
 
 
+# the service went away (stopped, restarted, a kept-alive connection it closed): the same message again is safe
+_GONE = (ConnectionRefusedError, ConnectionResetError, ConnectionAbortedError, BrokenPipeError,
+         http.client.RemoteDisconnected, http.client.IncompleteRead, ssl.SSLEOFError, ssl.SSLZeroReturnError)
+
+
 class HttpTransport:
     """A party served by ``raytune-fed site serve``: POST to ``<url>/call`` with a bearer token.
 
     One persistent connection per thread; TLS is verified against ``cafile`` (or the
-    system's certificates) when the URL is ``https``.
+    system's certificates) when the URL is ``https``.  While the service is away (its
+    owner restarts it, the connection drops mid-request) the same message is sent again
+    until it answers, for at most ``restart_wait`` seconds: a charged request carries its
+    request number, so the restarted site answers it from its ledger if it was answered
+    before the restart, and otherwise computes it once (never charged twice, never a
+    second, different answer).  A reply that is not the service's (TLS verification
+    failing, HTTP errors such as a revoked token) is not retried.
     """
 
     kind = "service"
 
-    def __init__(self, url: str, token: str, *, cafile: str | None = None, timeout: float = 600.0) -> None:
+    def __init__(self, url: str, token: str, *, cafile: str | None = None, timeout: float = 600.0,
+                 restart_wait: float = 600.0) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigError(f"a site URL must be http://host:port or https://host:port, got {url!r}")
         self.url, self._token, self.cafile, self.timeout = url, token, cafile, timeout
+        self.restart_wait = restart_wait
         self._local = threading.local()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -153,10 +167,8 @@ class HttpTransport:
         return conn
 
     def _post(self, message: bytes) -> bytes:
-        import http.client
-
         headers = {"Authorization": f"Bearer {self._token}", "Content-Type": CONTENT_TYPE}
-        retry = getattr(self._local, "conn", None) is not None  # a kept-alive connection may have been closed
+        give_up, pause = None, 0.05
         while True:
             try:
                 conn = self._connection()
@@ -166,10 +178,13 @@ class HttpTransport:
                 break
             except (http.client.HTTPException, OSError) as exc:  # ssl.SSLError is an OSError
                 self._drop()
-                if retry and isinstance(exc, (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)):
-                    retry = False
-                    continue
-                raise QueryRefusedError(f"site at {self.url} is unreachable: {type(exc).__name__}: {exc}") from None
+                now = time.monotonic()
+                give_up = now + self.restart_wait if give_up is None else give_up
+                if not isinstance(exc, _GONE) or now > give_up:
+                    raise QueryRefusedError(f"site at {self.url} is unreachable: {type(exc).__name__}: {exc}") \
+                        from None
+                time.sleep(pause)
+                pause = min(2 * pause, 2.0)
         if response.status != 200:
             raise QueryRefusedError(f"site at {self.url} refused the connection: HTTP {response.status}")
         return body

@@ -19,8 +19,12 @@ A receiver bounds its work before it trusts anything: :func:`decode_header` read
 the header (its length capped by ``max_header``, far below the message cap, so a huge
 header costs nothing but the length check) and leaves the buffer references unresolved;
 the receiver checks the method and the session on that plain JSON and only then calls
-:func:`resolve` to make the arrays.  Every walk over the header is bounded by
-``MAX_DEPTH``, and every error, whatever the input, is a :class:`WireError`.
+:func:`resolve` to make the arrays.  Buffer references must lie in the payload one after
+another, in the order the header lists them, each byte used once (the layout
+:func:`encode` writes): so the arrays and byte strings a message resolves to hold at most
+its own size, and no reference can make a receiver copy or hash the same bytes many
+times over.  Every walk over the header is bounded by ``MAX_DEPTH``, and every error,
+whatever the input, is a :class:`WireError`.
 """
 
 from __future__ import annotations
@@ -137,39 +141,43 @@ def decode_header(message: Any, *, max_bytes: int, max_header: int = MAX_HEADER_
 def resolve(header: Any, payload: memoryview) -> Any:
     """``header`` with its buffer references replaced by read-only arrays and bytes from ``payload``."""
     try:
-        return _resolve(header, payload, 0)
+        return _resolve(header, payload, 0, [0])
     except WireError:
         raise
     except (ValueError, TypeError, OverflowError, MemoryError, RecursionError):
         raise WireError("malformed buffer reference") from None
 
 
-def _resolve(value: Any, payload: memoryview, depth: int) -> Any:
+def _resolve(value: Any, payload: memoryview, depth: int, cursor: list[int]) -> Any:
     if depth > MAX_DEPTH:
         raise WireError(f"message nests deeper than {MAX_DEPTH} levels")
     if isinstance(value, list):
-        return [_resolve(v, payload, depth + 1) for v in value]
+        return [_resolve(v, payload, depth + 1, cursor) for v in value]
     if not isinstance(value, dict):
         return value
     if set(value) == {"$a"}:
-        return _array(value["$a"], payload)
+        return _array(value["$a"], payload, cursor)
     if set(value) == {"$b"}:
-        offset, nbytes = _extent(value["$b"], 2, payload)
+        offset, nbytes = _extent(value["$b"], 2, payload, cursor)
         return bytes(payload[offset:offset + nbytes])
-    return {k: _resolve(v, payload, depth + 1) for k, v in value.items()}
+    return {k: _resolve(v, payload, depth + 1, cursor) for k, v in value.items()}
 
 
-def _extent(spec: Any, n: int, payload: memoryview) -> tuple[int, int]:
+def _extent(spec: Any, n: int, payload: memoryview, cursor: list[int]) -> tuple[int, int]:
+    """The (offset, size) of a reference, which must start where the previous one ended."""
     if not isinstance(spec, list) or len(spec) != n:
         raise WireError("malformed buffer reference")
     offset, nbytes = spec[-2], spec[-1]
     if not all(type(v) is int and v >= 0 for v in (offset, nbytes)) or offset + nbytes > len(payload):
         raise WireError("buffer reference lies outside the payload")
+    if offset != cursor[0]:
+        raise WireError("buffer references must follow one another in the payload, each byte used once")
+    cursor[0] = offset + nbytes
     return offset, nbytes
 
 
-def _array(spec: Any, payload: memoryview) -> np.ndarray:
-    offset, nbytes = _extent(spec, 4, payload)
+def _array(spec: Any, payload: memoryview, cursor: list[int]) -> np.ndarray:
+    offset, nbytes = _extent(spec, 4, payload, cursor)
     code, shape = spec[0], spec[1]
     if code not in DTYPES or not isinstance(shape, list) or len(shape) > 8 \
             or not all(type(s) is int and s >= 0 for s in shape):

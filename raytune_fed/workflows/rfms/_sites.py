@@ -145,7 +145,8 @@ def rfms_site_policy(settings: RFMSSettings, schedule: Any, n_learners: int, max
         "final": {"max_models": max_models},  # every configuration the methods select, in one batch
         "guard": {"k": settings.guard_k},
         "thresholdout": thresholdout,
-        "limits": {"max_header_bytes": min(max(1 << 18, 2 * header + (1 << 12)), 1 << 24)},
+        "limits": {"max_header_bytes": min(max(1 << 18, 2 * header + (1 << 12)), 1 << 24),
+                   "sessions_per_unit": max(64, 4 * finals_per_unit)},  # room for retried and resumed cells
     }
 
 
