@@ -1,17 +1,25 @@
-"""Checks of scalar parameters at the public boundary, with one message style.
+"""Checks of parameters at the public boundary, with one message style.
 
 Each raises :class:`~raytune_fed.errors.ConfigError` naming the parameter, the rule and
-the value received, and returns the value as a plain Python number.
+the value received, and returns the value as a plain Python number (or a ``Path`` for the
+file arguments: :func:`check_new_file`, :func:`check_output_dir`).
 """
 
 from __future__ import annotations
 
+import errno
 import math
+import os
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from raytune_fed.errors import ConfigError
+
+MAX_SEED = 2 ** 64 - 1
+"""Seeds are 64-bit: a root seed above this is refused (``check_int(name, seed, 0, MAX_SEED)``)."""
 
 
 def check_int(name: str, value: Any, low: int, high: int | None = None) -> int:
@@ -63,3 +71,50 @@ def check_unique(name: str, values: Any) -> tuple:
             raise ConfigError(f"{name} lists {item!r} twice")
         seen.add(item)
     return items
+
+
+def check_new_file(name: str, path: Any) -> Path:
+    """A file this process may create or overwrite: not a directory, in an existing directory it can write
+    in.  Nothing is created (a missing directory is an error, not made silently)."""
+    path = Path(path)
+    shown = f"{name} {os.fspath(path)!r}"
+    if path.is_dir():
+        raise ConfigError(f"{shown} is a directory")
+    parent = path.parent
+    if not parent.exists():
+        raise ConfigError(f"{shown}: its directory does not exist")
+    if not parent.is_dir():
+        raise ConfigError(f"{shown}: {os.fspath(parent)!r} is not a directory")
+    try:
+        fd, probe = tempfile.mkstemp(dir=parent, prefix=".probe.", suffix=".tmp")
+    except OSError as exc:
+        raise ConfigError(f"{shown}: cannot write in its directory ({exc.strerror or exc})") from None
+    os.close(fd)
+    os.unlink(probe)
+    if path.exists():
+        try:
+            with open(path, "ab"):
+                pass
+        except OSError as exc:
+            raise ConfigError(f"{shown}: cannot write it ({exc.strerror or exc})") from None
+    return path
+
+
+def check_output_dir(path: Any) -> Path:
+    """A directory results can be written under: an existing writable directory, or one that can be
+    created there (checked by writing a probe file in the nearest existing parent; nothing is created)."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"output directory {os.fspath(path)!r} is an existing file, not a directory")
+    place = path
+    while not place.exists() and place != place.parent:
+        place = place.parent
+    try:
+        if not place.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
+        fd, probe = tempfile.mkstemp(dir=place, prefix=".probe.", suffix=".tmp")
+    except OSError as exc:
+        raise ConfigError(f"cannot write results under {os.fspath(path)!r}: {exc.strerror or exc}") from None
+    os.close(fd)
+    os.unlink(probe)
+    return path

@@ -5,9 +5,6 @@ dashboard) or joins a running cluster when given ``address`` (``"auto"``, ``host
 or ``ray://host:port``) or when ``RAY_ADDRESS`` is set.  Ray 2.60 rejects the old
 ``local_mode=True``: "laptop local mode" is a normal single-node session.
 
-An address is checked before Ray is touched, and a cluster that cannot be reached is one
-:class:`~raytune_fed.errors.ConfigError`, not a traceback.
-
 Quiet by default (``quiet=True``): the workers' log lines are not forwarded to this
 process (``log_to_driver=False``; they stay in Ray's session logs), Ray's Python loggers
 show errors only (the command line also keeps Ray's C++ log lines off its stderr:
@@ -15,9 +12,15 @@ show errors only (the command line also keeps Ray's C++ log lines off its stderr
 (``RAY_AIR_NEW_OUTPUT=0`` unless set, so ``RunConfig(verbose=0)`` is silent).  What
 starts is said once, as an INFO record of the ``raytune_fed`` logger (the command line
 prints it): a local session and its CPUs, or the cluster joined, and where the dashboard
-is.  ``ray.init`` installs its own
-SIGTERM handler (``sys.exit``); ``connect`` puts back a handler the caller had installed,
-so a command line can turn SIGTERM into a clean stop.
+is.
+
+An address is checked before Ray is touched: its form and port (:func:`check_address`),
+then whether a Ray cluster answers there within a few seconds (:func:`probe_address`: the
+host resolves, something listens, and it speaks gRPC as a cluster's GCS does), so a wrong
+address is one :class:`~raytune_fed.errors.ConfigError` at once instead of ``ray.init``
+retrying for minutes.  ``ray.init`` installs its own SIGTERM handler (``sys.exit(15)``);
+``connect`` turns a SIGTERM that arrives during ``ray.init`` into the handler the caller had
+installed and puts that handler back afterwards, so a command line stops cleanly either way.
 """
 
 from __future__ import annotations
@@ -26,10 +29,11 @@ import logging
 import os
 import re
 import signal
+import socket
 import threading
 from typing import Any, Mapping
 
-from raytune_fed._checks import check_int
+from raytune_fed._limits import check_bounded
 from raytune_fed.errors import ConfigError
 
 logger = logging.getLogger("raytune_fed")
@@ -37,16 +41,100 @@ logger = logging.getLogger("raytune_fed")
 SITE_SLIVER = 0.001
 """How much of ``site:<name>`` a site's actor or cell asks for: any whole unit hosts them all."""
 
-_ADDRESS = re.compile(r"^(auto|local|(ray://)?[A-Za-z0-9_.\-]+:[0-9]{1,5}|ray://[A-Za-z0-9_.\-]+)$")
+PROBE_SECONDS = 5.0
+"""How long :func:`probe_address` waits for a connection, and then for the cluster's first answer."""
+
+_ADDRESS = re.compile(r"^(auto|local|(ray://)?[A-Za-z0-9_.\-]+:[0-9]+|ray://[A-Za-z0-9_.\-]+)$")
+_CLIENT_PORT = 10001  # Ray Client's default port (ray://host)
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])  # + an empty SETTINGS
 
 
 def check_address(address: str | None) -> str | None:
-    """``None`` (a local session, or ``$RAY_ADDRESS``), ``"auto"``, ``host:port`` or ``ray://host[:port]``."""
+    """``None`` (a local session, or ``$RAY_ADDRESS``), ``"auto"``, ``host:port`` or ``ray://host[:port]``,
+    with a port in [1, 65535]."""
     if address is None:
         return None
     if not isinstance(address, str) or not _ADDRESS.match(address.strip()):
         raise ConfigError(f"Ray address must be 'auto', 'host:port' or 'ray://host:port', got {address!r}")
-    return address.strip()
+    address = address.strip()
+    endpoint = _endpoint(address)
+    if endpoint is not None and not 1 <= endpoint[1] <= 65535:
+        raise ConfigError(f"the port of Ray address {address!r} must be in [1, 65535], got {endpoint[1]}")
+    return address
+
+
+def _endpoint(address: str) -> tuple[str, int] | None:
+    """``(host, port)`` of a ``host:port`` or ``ray://`` address (None for ``auto`` and ``local``)."""
+    if address in ("auto", "local"):
+        return None
+    rest = address[len("ray://"):] if address.startswith("ray://") else address
+    host, _, port = rest.rpartition(":") if ":" in rest else (rest, "", str(_CLIENT_PORT))
+    return host, int(port)
+
+
+def check_num_cpus(num_cpus: int | None) -> int | None:
+    """CPUs of a local session: at least 1, at most what this machine's memory holds worker processes for."""
+    return None if num_cpus is None else check_bounded("num_cpus", num_cpus, 1, "cpus")
+
+
+def probe_address(address: str | None, timeout: float = PROBE_SECONDS) -> None:
+    """Raise :class:`ConfigError` unless a Ray cluster answers at ``address`` within ``timeout`` seconds.
+
+    ``None`` and ``"local"`` (a session of our own) pass; ``"auto"`` is resolved the way
+    ``ray.init`` resolves it.  The host must resolve, something must accept a connection on
+    the port, and it must answer an HTTP/2 greeting as a gRPC server (a cluster's GCS, or a
+    Ray Client server) does; with ``RAY_USE_TLS`` set only the connection is checked.
+    """
+    address = check_address(address)
+    if address is None or address == "local":
+        return
+    if address == "auto":
+        from ray._private.services import canonicalize_bootstrap_address_or_die
+
+        try:
+            resolved = canonicalize_bootstrap_address_or_die("auto")
+        except (ConnectionError, ValueError) as exc:
+            raise ConfigError(f"--address auto finds no Ray cluster on this machine: {str(exc).splitlines()[0]}") \
+                from None
+        probe_address(resolved, timeout)
+        return
+    host, port = _endpoint(address)
+    where = f"cannot reach the Ray cluster at {address!r}"
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise ConfigError(f"{where}: the host name does not resolve ({getattr(exc, 'strerror', None) or exc})") \
+            from None
+    try:
+        conn = socket.create_connection((host, port), timeout=timeout)
+    except ConnectionRefusedError:
+        raise ConfigError(f"{where}: nothing listens there (connection refused)") from None
+    except socket.timeout:
+        raise ConfigError(f"{where}: no connection within {timeout:g} s") from None
+    except OSError as exc:
+        raise ConfigError(f"{where}: {exc.strerror or exc}") from None
+    with conn:
+        if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+            return
+        try:
+            conn.settimeout(timeout)
+            conn.sendall(_HTTP2_PREFACE)
+            head = _read(conn, 9)  # the server's first frame header: length (3), type (1), flags, stream id
+        except OSError:
+            head = b""
+    if len(head) < 9 or head[3] != 4:  # a gRPC server opens with a SETTINGS frame (type 4)
+        raise ConfigError(f"{where}: something listens there but it is not a Ray cluster (no gRPC answer "
+                          f"within {timeout:g} s)")
+
+
+def _read(conn: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = conn.recv(n - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
 
 
 def connect(address: str | None = None, num_cpus: int | None = None, *, resources: dict[str, float] | None = None,
@@ -65,14 +153,15 @@ def connect(address: str | None = None, num_cpus: int | None = None, *, resource
             address = check_address(env_address)
         except ConfigError as exc:
             raise ConfigError(f"$RAY_ADDRESS: {exc}") from None
-    if num_cpus is not None:
-        check_int("num_cpus", num_cpus, 1)
+    check_num_cpus(num_cpus)
     if address and (num_cpus is not None or resources):
         raise ConfigError(f"num_cpus and resources apply to a local session only, not to address={address!r}")
     import ray
 
     if ray.is_initialized():
         return ray
+    if address:
+        probe_address(address)
     if quiet:
         os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")          # Tune's own tables off with verbose=0
     kwargs: dict[str, Any] = {
@@ -96,14 +185,12 @@ def connect(address: str | None = None, num_cpus: int | None = None, *, resource
         logger.info("Ray: starting a local session with %d CPU%s", kwargs["num_cpus"],
                     "" if kwargs["num_cpus"] == 1 else "s")
     try:
-        context = ray.init(**kwargs)
+        context = _init(ray, kwargs, on_term if callable(on_term) else None)
     except (ConnectionError, TimeoutError, RuntimeError, ValueError) as exc:
         where = f"the Ray cluster at {address!r}" if address else "a local Ray session"
         lines = str(exc).strip().splitlines()
         raise ConfigError(f"cannot start or reach {where}: {type(exc).__name__}: {lines[0] if lines else ''}") \
             from None
-    if callable(on_term):
-        signal.signal(signal.SIGTERM, on_term)
     dashboard = getattr(context, "dashboard_url", None)
     logger.info("Ray: dashboard at http://%s", dashboard) if dashboard else \
         logger.info("Ray: no dashboard (this session runs without one; Ray's logs are under %s)",
@@ -116,6 +203,57 @@ def _session_dir(ray: Any) -> str:
         return ray._private.worker.global_worker.node.get_session_dir_path()
     except AttributeError:
         return "Ray's temporary directory"
+
+
+def _init(ray: Any, kwargs: dict[str, Any], on_term: Any) -> Any:
+    """``ray.init(**kwargs)``; a SIGTERM that arrives meanwhile goes to ``on_term``, the caller's handler.
+
+    ``ray.init`` replaces the SIGTERM handler twice while it starts (``sys.exit(15)``, then
+    its node's ``sys.exit(1)`` after stopping what it started), and the exit can surface
+    from inside ``ray.init`` or be swallowed by it.  So the signal is noticed through the
+    interpreter's wakeup file descriptor (written for every signal a Python handler
+    catches, whichever handler that is): after ``ray.init`` ends, normally or not, the
+    caller's handler is put back and, if SIGTERM came, called (the command line's raises
+    ``KeyboardInterrupt``, exit code 143).
+    """
+    if on_term is None:  # not the main thread, or the caller handles SIGTERM by default: nothing to hand over
+        return ray.init(**kwargs)
+    read, write = os.pipe()
+    os.set_blocking(read, False)
+    os.set_blocking(write, False)
+    previous = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+    try:
+        try:
+            context = ray.init(**kwargs)
+        except SystemExit:
+            if not _received(read, signal.SIGTERM):
+                raise
+            signal.signal(signal.SIGTERM, on_term)
+            on_term(signal.SIGTERM, None)
+            raise
+        finally:
+            signal.set_wakeup_fd(previous)
+            signal.signal(signal.SIGTERM, on_term)
+        if _received(read, signal.SIGTERM):
+            on_term(signal.SIGTERM, None)
+        return context
+    finally:
+        os.close(read)
+        os.close(write)
+
+
+def _received(read: int, signum: int) -> bool:
+    """Whether the wakeup pipe ``read`` holds ``signum`` (drains it)."""
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(read, 512)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    return signum in seen
 
 
 def placement(kind: str, name: str, declared: Mapping[str, float] | None = None) -> dict[str, Any]:

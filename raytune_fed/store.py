@@ -64,6 +64,11 @@ def _as_json(value: Any) -> Any:
     return json.loads(_canonical(value))
 
 
+def as_stored(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` as a record holds them once written and read back (what a cell's row checks see)."""
+    return _as_json([dict(r) for r in rows])
+
+
 @dataclass(frozen=True)
 class Record:
     """One finished cell as stored: its configuration, rows and per-row timings."""
@@ -111,15 +116,24 @@ class ResultStore:
         return self.units / f"{key}.json"
 
     # ------------------------------------------------------------------ reading
-    def inspect(self, key: str) -> CellState:
-        """Whether ``key`` is stored, missing, or stored in a file that fails its checks."""
+    def inspect(self, key: str, check: Callable[[list[dict[str, Any]]], str | None] | None = None) -> CellState:
+        """Whether ``key`` is stored, missing, or stored in a file that fails its checks.
+
+        ``check(rows)`` adds the caller's own checks of a record's rows (a grid cell's: one
+        row per method, finite values, ...): a reason it returns makes the file damaged.
+        A record edited consistently (rows dropped or changed, the checksum recomputed)
+        passes the store's checks and is caught only there.
+        """
         path = self.path(key)
         if not path.exists():
             return CellState(key, "missing", path)
         try:
-            self._read(path, key)
+            record = self._read(path, key)
         except _Damaged as exc:
             return CellState(key, "damaged", path, str(exc))
+        reason = check(record.rows) if check is not None else None
+        if reason:
+            return CellState(key, "damaged", path, f"its rows fail the cell's checks: {reason}")
         return CellState(key, "done", path)
 
     def has(self, config: Mapping[str, Any]) -> bool:

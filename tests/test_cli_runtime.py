@@ -9,7 +9,6 @@ from urllib.error import URLError
 
 import pandas as pd
 import pytest
-from _sites_csv import write_sites_csv
 
 from raytune_fed.cli import main
 from raytune_fed.errors import ConfigError
@@ -64,51 +63,7 @@ def test_usage_errors_exit_2(capsys):
     assert exc.value.code == 2 and "invalid int value: 'many'" in capsys.readouterr().err
 
 
-@pytest.fixture
-def never_connect(monkeypatch):
-    """Bad input must be refused before Ray is asked for anything."""
-    from raytune_fed import runtime
-
-    def connect(*args, **kwargs):
-        raise AssertionError("the command connected to Ray before checking its input")
-
-    monkeypatch.setattr(runtime, "connect", connect)
-
-
-BAD_INPUT = [
-    (["--out", "{file}"], "output directory '{file}' is an existing file, not a directory"),
-    (["--out", "{file}/sub"], "cannot write results under '{file}/sub'"),
-    (["--address", "not an address"], "Ray address must be 'auto', 'host:port' or 'ray://host:port', "
-                                      "got 'not an address'"),
-    (["--learners", "svm,svm"], "learners lists 'svm' twice"),
-    (["--reps", "2147483648"], "the grid would have 42,949,672,960 cells (20 openbox/lockbox pairs x 2147483648 "
-                               "replications x 1 learners); at most 100,000 cells"),
-    (["--reps", "0"], "n_reps must be an integer >= 1, got 0"),
-    (["--pairs", "21"], "n_pairs must be an integer in [1, 20], got 21"),
-    (["--thresholdout-budget", "-1"], "thresholdout_budget must be an integer >= 0, got -1"),
-    (["--num-cpus", "0"], "num_cpus must be an integer >= 1, got 0"),
-    (["--placement-timeout", "-1"], "placement_timeout must be a finite number >= 0.0, got -1.0"),
-    (["--max-retries", "-1"], "max_retries must be an integer >= 0, got -1"),
-    (["--dataset", "{minimal}", "--target", "label", "--site-column", "site"],
-     "site 'c' cannot be an openbox or a curator: cross-validation needs at least 2 rows of every class"),
-    (["--dataset", "{constant}", "--target", "label", "--site-column", "site"],
-     "site 'b': every feature is constant on its 20 rows"),
-]
-
-
-@pytest.mark.parametrize("argv, message", BAD_INPUT, ids=[" ".join(a[:2]) for a, _ in BAD_INPUT])
-def test_bad_input_is_one_line_exit_2_before_ray_starts(argv, message, tmp_path, capsys, never_connect):
-    names = {"file": str(tmp_path / "a_file"), "tmp": str(tmp_path / "out"),
-             "minimal": write_sites_csv(tmp_path / "minimal.csv", (5, 5, 2)),  # site c: 2 rows per class
-             "constant": write_sites_csv(tmp_path / "constant.csv", (5, 10, 5), constant_site="b")}
-    (tmp_path / "a_file").write_text("not a directory")
-    argv = [a.format(**names) for a in ["rfms", "--out", "{tmp}", *argv]]
-    code = main(argv)
-    err = capsys.readouterr().err
-    assert code == 2, err
-    assert err.startswith("raytune-fed: error:") and len(err.strip().splitlines()) == 1
-    assert message.format(**names) in err
-    assert not (tmp_path / "out" / "results.parquet").exists()
+# Bad input of every subcommand: tests/test_bad_input.py (one table per subcommand).
 
 
 def test_report_of_a_missing_or_damaged_results_file_is_a_clear_error(tmp_path, capsys):

@@ -7,11 +7,13 @@ The commands run in subprocesses that join the tests' shared Ray session (``--ad
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
 import time
 
+import pytest
 from _sites_csv import write_sites_csv
 
 from raytune_fed.store import ResultStore
@@ -67,3 +69,41 @@ def test_sigint_and_sigterm_then_the_same_command_match_an_uninterrupted_run(ray
     assert all(resumed.load(k).rows == once.load(k).rows for k in keys)
     assert json.loads((out / "summary.json").read_text()) == json.loads(
         (tmp_path / "straight" / "summary.json").read_text())
+
+
+def _descendants(pid: int) -> set[int]:
+    found, todo = set(), [pid]
+    while todo:
+        out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(todo.pop())], capture_output=True, text=True).stdout
+        kids = {int(p) for p in out.split()}
+        todo += list(kids - found)
+        found |= kids
+    return found
+
+
+@pytest.mark.process
+def test_sigterm_while_ray_starts_exits_143_and_leaves_no_process(tmp_path):
+    """The command starts its own local session and SIGTERM arrives as soon as Ray's first process exists:
+    the command ends with 143 and its message, and takes the processes Ray started along (which signal
+    handler sees the SIGTERM depends on timing: ``tests/test_runtime_signals.py`` covers each)."""
+    out = tmp_path / "out"
+    data = write_sites_csv(tmp_path / "three_sites.csv")
+    argv = [sys.executable, "-m", "raytune_fed.cli", "rfms", "--dataset", data, "--target", "label",
+            "--site-column", "site", "--learners", "elastic_net", "--methods", "lso", "--n-init", "2", "--n-iter",
+            "1", "--n-folds", "2", "--pairs", "1", "--reps", "1", "--num-cpus", "1", "--no-report", "--out", str(out)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline, started = time.monotonic() + 300, set()
+    while not started and proc.poll() is None and time.monotonic() < deadline:
+        started = _descendants(proc.pid)
+        time.sleep(0.02)
+    assert started, "Ray never started a process"
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 143, stderr
+    assert f"raytune-fed: terminated (SIGTERM); the finished cells are kept in {out}; run the same command again " \
+           f"to resume" in stderr.splitlines() and "Traceback" not in stderr
+    assert not (out / "results.parquet").exists()
+    deadline = time.monotonic() + 60
+    while any(os.path.exists(f"/proc/{pid}") for pid in started) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not [pid for pid in started if os.path.exists(f"/proc/{pid}")], "Ray processes outlived the command"

@@ -8,7 +8,7 @@ import shlex
 import signal
 import sys
 import threading
-from typing import Any, Sequence
+from typing import Any, NoReturn, Sequence
 
 from raytune_fed.cli import cluster, cmosb, datasets, party, pu, report, rfms, site
 from raytune_fed.cli._stderr import RayLineFilter
@@ -28,11 +28,19 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (``raytune-fed: error: <command>: <problem>``) and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        command = self.prog.removeprefix("raytune-fed").strip()
+        where = f"{command}: " if command else ""
+        self.exit(2, f"raytune-fed: error: {where}{message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from raytune_fed import __version__
 
-    parser = argparse.ArgumentParser(prog="raytune-fed", description="Ray-based model selection when data cannot "
-                                                                     "be pooled.")
+    parser = _Parser(prog="raytune-fed", description="Ray-based model selection when data cannot be pooled.")
     parser.add_argument("--version", action="version", version=f"raytune-fed {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMANDS:

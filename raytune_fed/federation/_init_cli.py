@@ -21,6 +21,7 @@ from typing import Any
 from raytune_fed.errors import ConfigError
 
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+_HOST_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
 
 POLICY_TEMPLATE = """\
 # Policy of the restricted data site {name!r}: what its owner allows. Read by
@@ -113,9 +114,24 @@ def _check_name(what: str, name: str) -> str:
     return name
 
 
-def _prepare(directory: str, files: list[str], port: int) -> Path:
+def _check_host(host: str) -> str:
+    """An IP address or a DNS host name (what a certificate can name)."""
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(host)
+        return host
+    except ValueError:
+        pass
+    if not (0 < len(host) <= 253 and all(_HOST_LABEL.match(label) for label in host.rstrip(".").split("."))):
+        raise ConfigError(f"--host must be a host name or an IP address, got {host!r}")
+    return host
+
+
+def _prepare(directory: str, files: list[str], port: int, host: str) -> Path:
     if not 1 <= port <= 65535:
         raise ConfigError(f"--port must be in 1..65535, got {port}")
+    _check_host(host)
     out = Path(directory)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"{directory!r} exists and is not a directory")
@@ -151,7 +167,7 @@ def site_init(directory: str, *, name: str | None = None, analyst: str = "analys
     if analyst == "owner":
         raise ConfigError("the analyst credential cannot be named 'owner' (owner.token is the owner's)")
     files = ["policy.toml", f"{analyst}.token", "owner.token", "cert.pem", "key.pem"]
-    out = _prepare(directory, files, port)
+    out = _prepare(directory, files, port, host)
     policy = out / "policy.toml"
     policy.write_text(POLICY_TEMPLATE.format(name=name, seed=secrets.randbelow(2**31 - 1) + 1, analyst=analyst))
     load_policy(policy)  # the file written is one `site serve` accepts
@@ -183,7 +199,7 @@ def party_init(directory: str, *, name: str | None = None, host: str = "127.0.0.
     from raytune_fed.federation._certs import self_signed_certificate
 
     name = _check_name("the party's name", name or Path(directory).resolve().name)
-    out = _prepare(directory, ["active.token", "owner.token", "cert.pem", "key.pem"], port)
+    out = _prepare(directory, ["active.token", "owner.token", "cert.pem", "key.pem"], port, host)
     _secret(out / "active.token")
     _secret(out / "owner.token")
     cert, key = self_signed_certificate(out, host, days=825)

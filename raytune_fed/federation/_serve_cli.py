@@ -47,6 +47,22 @@ def add_listen_arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument("--url-file", default=None, help="write the service's URL to this file once it listens")
 
 
+def check_listen_arguments(args: argparse.Namespace) -> None:
+    """Where the service listens and the URL file, checked before anything is loaded (nothing is created)."""
+    from raytune_fed._checks import check_new_file
+    from raytune_fed.errors import ConfigError
+    from raytune_fed.federation._service import check_listen
+
+    check_listen(args.host, args.port)
+    if (args.cert is None) != (args.key is None):
+        raise ConfigError("give both a certificate and its key for TLS (--cert and --key), or neither")
+    for option, path in (("--cert", args.cert), ("--key", args.key)):
+        if path is not None and not Path(path).is_file():
+            raise ConfigError(f"{option} {path!r}: no such file")
+    if args.url_file:
+        check_new_file("--url-file", args.url_file)
+
+
 def serve_until_stopped(party: Any, token: str | None, args: argparse.Namespace, banner: str, *,
                         tokens: dict[str, str] | None = None, log_file: str | None = None) -> None:
     """Serve ``party`` with the listen arguments; print ``banner`` (``{url}`` filled in), write the URL file.
@@ -85,6 +101,7 @@ def _load_data(path: str, target: str | None) -> tuple[Any, Any]:
 
 
 def run(args: argparse.Namespace) -> None:
+    from raytune_fed._checks import check_new_file
     from raytune_fed.federation._policy import load_policy
     from raytune_fed.federation._site import Site
     from raytune_fed.federation._transports import read_token
@@ -92,7 +109,11 @@ def run(args: argparse.Namespace) -> None:
     from raytune_fed.errors import ConfigError
     from raytune_fed.federation._party import DEFAULT_ANALYST
 
+    check_listen_arguments(args)
     policy = load_policy(args.policy)
+    for what, path in (("ledger", policy.ledger), ("log", getattr(policy, "log_file", None))):
+        if path is not None:
+            check_new_file(what, path)
     tokens = {name: read_token(a.token_file, f"token of analyst {name!r}")
               for name, a in policy.analysts.items() if a.token_file is not None}
     if args.token_file:

@@ -21,14 +21,17 @@ far above what scoring models allows.
 
 from __future__ import annotations
 
+import errno
 import hmac
 import logging
 import logging.handlers
 import os
+import socket
 import ssl
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Mapping
 
+from raytune_fed._checks import check_int
 from raytune_fed.errors import ConfigError
 from raytune_fed.federation._party import DEFAULT_ANALYST
 from raytune_fed.federation._transports import CONTENT_TYPE
@@ -46,6 +49,35 @@ def log_to(path: str | os.PathLike) -> logging.Handler:
     log.setLevel(logging.INFO)
     log.propagate = False
     return handler
+_BIND_ERRORS = {errno.EADDRINUSE: "the address is in use (does another service listen there?)",
+                errno.EADDRNOTAVAIL: "the address is not one of this machine's",
+                errno.EACCES: "permission denied (ports below 1024 need privileges)"}
+
+
+def _listen_error(host: str, port: int, exc: OSError) -> ConfigError:
+    if isinstance(exc, socket.gaierror):
+        reason = f"the host name does not resolve to an IPv4 address ({exc.strerror})"
+    else:
+        reason = _BIND_ERRORS.get(exc.errno, exc.strerror or str(exc))
+    return ConfigError(f"cannot listen on {host}:{port}: {reason}")
+
+
+def check_listen(host: str, port: int) -> None:
+    """Raise :class:`ConfigError` unless a service can listen on ``host:port`` (``port`` 0: any free port).
+
+    Binds a socket the way the server will and closes it, so a port in use, an address
+    that is not this machine's or a host name that does not resolve is reported before
+    the data is loaded.
+    """
+    check_int("--port", port, 0, 65535)
+    if not isinstance(host, str) or not host:
+        raise ConfigError(f"--host must be a host name or address, got {host!r}")
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as http.server does
+            probe.bind((host, port))
+    except (OSError, UnicodeError) as exc:
+        raise _listen_error(host, port, exc if isinstance(exc, OSError) else socket.gaierror(str(exc))) from None
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -149,7 +181,11 @@ def serve(site: Any, *, token: str | None = None, tokens: Mapping[str, str] | No
         raise ConfigError("two analyst credentials share a token; give each its own")
     if (certfile is None) != (keyfile is None):
         raise ConfigError("give both a certificate and its key for TLS, or neither")
-    server = SiteServer(site, (host, port), tokens, site.max_request_bytes + (1 << 16))
+    check_int("port", port, 0, 65535)
+    try:
+        server = SiteServer(site, (host, port), tokens, site.max_request_bytes + (1 << 16))
+    except OSError as exc:
+        raise _listen_error(host, port, exc) from None
     if certfile is not None:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2

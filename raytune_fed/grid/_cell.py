@@ -30,9 +30,10 @@ class Cell(abc.ABC):
     * ``root_seed`` - the grid's one seed;
 
     and may override :attr:`cost` (relative run time: longer cells start first),
-    :attr:`label` (how progress lines name it), :attr:`demand` (what it needs on Ray) and
+    :attr:`label` (how progress lines name it), :attr:`demand` (what it needs on Ray),
     :attr:`max_parallelism` (how many cores it can use when the grid's tail lends it more;
-    it reads its grant with :func:`raytune_fed.cores.available_cores`).
+    it reads its grant with :func:`raytune_fed.cores.available_cores`) and
+    :meth:`check_rows` (what its rows must satisfy).
     """
 
     @abc.abstractmethod
@@ -73,6 +74,17 @@ class Cell(abc.ABC):
     @property
     def max_parallelism(self) -> int:
         return 1
+
+    def check_rows(self, rows: Sequence[Mapping[str, Any]]) -> str | None:
+        """Why ``rows`` cannot be this cell's result (None: they can).
+
+        The grid calls it on every stored record before trusting it and on every new
+        result before storing it, so a record whose rows were dropped, duplicated or edited
+        consistently (checksum recomputed) is reported as damaged instead of published.
+        A workflow checks what its rows must satisfy: one row per method, the cell's own
+        coordinates, finite values in range, values that follow from each other.
+        """
+        return None
 
 
 @dataclass(frozen=True)

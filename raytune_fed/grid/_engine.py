@@ -1,8 +1,9 @@
 """``run_cells``: run (or resume) a grid of cells into a results store.
 
-1. Every cell's key is looked up in the store: stored cells are skipped; a damaged unit
-   file is reported by name and its cell is not run unless ``recompute_damaged`` (then the
-   file goes to the store's quarantine first).
+1. Every cell's key is looked up in the store (:func:`plan_cells`): stored cells are
+   skipped; a damaged unit file (one that fails the store's checks or the cell's own
+   :meth:`~raytune_fed.grid.Cell.check_rows`) is reported by name and its cell is not run
+   unless ``recompute_damaged`` (then the file goes to the store's quarantine first).
 2. The remaining cells run longest first (by ``cell.cost``; ties keep the given order) on
    the executor; each result is stored as it arrives, each failure is kept in the store's
    ``failures/`` with its error, and the other cells go on.
@@ -25,7 +26,7 @@ from raytune_fed.grid._cell import Cell, CellError, Outcome, Usage, check_grid_s
 from raytune_fed.grid._grants import utilisation
 from raytune_fed.grid._executors import Executor, InProcessExecutor
 from raytune_fed.grid._progress import Progress, Silent
-from raytune_fed.store import Record, ResultStore, damaged_message
+from raytune_fed.store import CellState, Record, ResultStore, as_stored, damaged_message
 
 
 class GridIncompleteError(RaytuneFedError, RuntimeError):
@@ -65,6 +66,44 @@ class GridResult:
         return pd.DataFrame(rows)
 
 
+@dataclass(frozen=True)
+class GridPlan:
+    """What :func:`run_cells` will do with a grid and a store, known before anything starts: which
+    cells are ``done``, which are ``damaged`` (with the reason) and which it runs (``todo``, longest
+    first).  A workflow starts Ray and its sites only when ``todo`` is not empty."""
+
+    states: dict[str, CellState]
+    todo: tuple[Cell, ...]
+    damaged: tuple[tuple[Cell, CellState], ...]
+    n_done: int
+    recompute_damaged: bool
+
+    @property
+    def n_skipped(self) -> int:
+        """Cells that neither are done nor run: damaged files left alone (no ``recompute_damaged``)."""
+        return 0 if self.recompute_damaged else len(self.damaged)
+
+
+def plan_cells(cells: Sequence[Cell], store: ResultStore, *, recompute_damaged: bool = False) -> GridPlan:
+    """Inspect every cell's unit file (the store's checks and the cell's :meth:`~Cell.check_rows`) and
+    decide what runs (see :class:`GridPlan`)."""
+    cells = list(cells)
+    check_grid_size(len(cells))
+    by_key: dict[str, Cell] = {}
+    for cell in cells:
+        if cell.key in by_key:
+            raise ConfigError(f"cells {by_key[cell.key].label!r} and {cell.label!r} have the same configuration "
+                              f"(key {cell.key}); a grid lists each cell once")
+        by_key[cell.key] = cell
+    states = {cell.key: store.inspect(cell.key, check=cell.check_rows) for cell in cells}
+    damaged = tuple((cell, states[cell.key]) for cell in cells if states[cell.key].state == "damaged")
+    runnable = {"missing", "damaged"} if recompute_damaged else {"missing"}
+    todo = sorted((cell for cell in cells if states[cell.key].state in runnable),
+                  key=lambda c: -float(c.cost))  # longest first: the last cells on the cluster are short ones
+    n_done = sum(state.state == "done" for state in states.values())
+    return GridPlan(states, tuple(todo), damaged, n_done, recompute_damaged)
+
+
 def run_cells(cells: Sequence[Cell], run_cell: Callable[[Cell], Any], store: ResultStore,
               executor: Executor | None = None, *, recompute_damaged: bool = False, progress: Progress | None = None,
               name: str = "grid") -> GridResult:
@@ -75,19 +114,12 @@ def run_cells(cells: Sequence[Cell], run_cell: Callable[[Cell], Any], store: Res
     defaults to :class:`~raytune_fed.grid.InProcessExecutor`.
     """
     cells = list(cells)
-    check_grid_size(len(cells))
-    by_key: dict[str, Cell] = {}
-    for cell in cells:
-        if cell.key in by_key:
-            raise ConfigError(f"cells {by_key[cell.key].label!r} and {cell.label!r} have the same configuration "
-                              f"(key {cell.key}); a grid lists each cell once")
-        by_key[cell.key] = cell
+    plan = plan_cells(cells, store, recompute_damaged=recompute_damaged)
     executor = executor or InProcessExecutor()
     progress = progress or Silent()
     started = time.perf_counter()
 
-    states = {cell.key: store.inspect(cell.key) for cell in cells}
-    damaged = [(cell, states[cell.key]) for cell in cells if states[cell.key].state == "damaged"]
+    damaged = list(plan.damaged)
     problems: list[tuple[str, str]] = []
     for cell, state in damaged:
         if recompute_damaged:
@@ -97,15 +129,14 @@ def run_cells(cells: Sequence[Cell], run_cell: Callable[[Cell], Any], store: Res
         else:
             progress.note(damaged_message(state.path, state.reason))
             problems.append((cell.label, damaged_message(state.path, state.reason)))
-    runnable = {"missing", "damaged"} if recompute_damaged else {"missing"}
-    todo = [cell for cell in cells if states[cell.key].state in runnable]
-    todo.sort(key=lambda c: -float(c.cost))  # longest first: the last cells on the cluster are short ones
+    todo = list(plan.todo)
     retried = len(store.failed_keys() & {c.key for c in todo})
     if retried:
         progress.note(f"{name}: retrying {retried} cell(s) that failed before (their errors are in "
                       f"{store.failures_dir})")
-    n_done = sum(states[c.key].state == "done" for c in cells)
-    progress.start(name, len(cells), n_done, sum(float(c.cost) for c in todo))
+    n_done = plan.n_done
+    progress.start(name, len(cells), n_done, sum(float(c.cost) for c in todo), n_todo=len(todo),
+                   n_skipped=plan.n_skipped)
     outcomes = executor.run(todo, run_cell)
     usages: list[Usage] = []
     usage_keys: list[str] = []
@@ -136,6 +167,9 @@ def _store(store: ResultStore, outcome: Outcome) -> Outcome:
     cell = outcome.cell
     if outcome.result is not None:
         try:
+            reason = cell.check_rows(as_stored(outcome.result.rows))
+            if reason:
+                raise StoreError(f"the cell's rows fail its checks: {reason}")
             store.put(cell.config(), outcome.result.rows, outcome.result.timing)
         except (StoreError, TypeError, ValueError) as exc:  # e.g. other rows than a stored run of the same cell
             outcome = Outcome(cell, None, CellError("failed", type(exc).__name__, str(exc)), outcome.seconds)

@@ -33,7 +33,8 @@ _SMOOTHING = 0.3  # weight of the newest rate in the running estimate
 class Progress(Protocol):
     """What :func:`~raytune_fed.grid.run_cells` (and the CMOSB runs) tell as they run."""
 
-    def start(self, name: str, n_total: int, n_done: int, todo_cost: float, unit: str = "cells") -> None: ...
+    def start(self, name: str, n_total: int, n_done: int, todo_cost: float, unit: str = "cells",
+              n_todo: int | None = None, n_skipped: int = 0) -> None: ...
 
     def note(self, message: str) -> None: ...
 
@@ -42,6 +43,12 @@ class Progress(Protocol):
     def step(self, label: str, seconds: float | None = None, error: Any = None, cost: float = 1.0) -> None: ...
 
     def close(self) -> None: ...
+
+
+def describe_start(name: str, n_total: int, n_done: int, n_todo: int, n_skipped: int, unit: str = "cells") -> str:
+    """``rfms: 4 cells (1 already done, 2 not run: damaged unit files), 1 to run``."""
+    skipped = f", {n_skipped} not run: damaged unit files" if n_skipped else ""
+    return f"{name}: {n_total} {unit} ({n_done} already done{skipped}), {n_todo} to run"
 
 
 def _clock(seconds: float) -> str:
@@ -53,8 +60,11 @@ def _clock(seconds: float) -> str:
 class _Counts:
     """Shared arithmetic of the bar and the lines."""
 
-    def start(self, name: str, n_total: int, n_done: int, todo_cost: float) -> None:
+    def start(self, name: str, n_total: int, n_done: int, todo_cost: float, unit: str = "cells",
+              n_todo: int | None = None, n_skipped: int = 0) -> None:
         self.name, self.n_total, self.n_resumed = name, n_total, n_done
+        self.n_todo = n_total - n_done - n_skipped if n_todo is None else n_todo
+        self.n_skipped = n_skipped
         self.n_finished = self.n_failed = 0
         self.cost_left, self.cost_done = float(todo_cost), 0.0
         self.started = self._last_event = time.monotonic()
@@ -98,9 +108,10 @@ class ProgressLines(_Counts):
     def __init__(self, write: Callable[[str], None] | None = None) -> None:
         self.write = write or (lambda line: print(line, file=sys.stderr, flush=True))
 
-    def start(self, name: str, n_total: int, n_done: int, todo_cost: float, unit: str = "cells") -> None:
-        super().start(name, n_total, n_done, todo_cost)
-        self.write(f"{name}: {n_total} {unit} ({n_done} already done), {n_total - n_done} to run")
+    def start(self, name: str, n_total: int, n_done: int, todo_cost: float, unit: str = "cells",
+              n_todo: int | None = None, n_skipped: int = 0) -> None:
+        super().start(name, n_total, n_done, todo_cost, unit, n_todo, n_skipped)
+        self.write(describe_start(name, n_total, n_done, self.n_todo, n_skipped, unit))
 
     def note(self, message: str) -> None:
         self.write(message)
@@ -135,9 +146,12 @@ class ProgressBar(_Counts):
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def start(self, name: str, n_total: int, n_done: int, todo_cost: float, unit: str = "cells") -> None:
-        super().start(name, n_total, n_done, todo_cost)
+    def start(self, name: str, n_total: int, n_done: int, todo_cost: float, unit: str = "cells",
+              n_todo: int | None = None, n_skipped: int = 0) -> None:
+        super().start(name, n_total, n_done, todo_cost, unit, n_todo, n_skipped)
         self.unit = unit
+        if n_skipped:
+            self.note(describe_start(name, n_total, n_done, self.n_todo, n_skipped, unit))
         self._draw()
         self._thread = threading.Thread(target=self._tick, name="grid-progress", daemon=True)
         self._thread.start()
@@ -196,7 +210,8 @@ def make_progress(stream: TextIO | None = None) -> Progress:
 class Silent:
     """No progress output."""
 
-    def start(self, name: str, n_total: int, n_done: int, todo_cost: float, unit: str = "cells") -> None:
+    def start(self, name: str, n_total: int, n_done: int, todo_cost: float, unit: str = "cells",
+              n_todo: int | None = None, n_skipped: int = 0) -> None:
         pass
 
     def note(self, message: str) -> None:

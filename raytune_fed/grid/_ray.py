@@ -41,6 +41,14 @@ from raytune_fed.grid._placement import (Requirement, Slots, alive_totals, autos
                                          why_unplaceable)
 
 _MAX_BUNDLES = 1000
+MAX_RETRIES = 100
+"""Most times a cell may be retried after its worker died (a cell that keeps killing workers is broken)."""
+
+
+def check_retry_options(max_retries: int, placement_timeout: float) -> tuple[int, float]:
+    """``max_retries`` in [0, MAX_RETRIES] and a finite ``placement_timeout`` >= 0 (checked before Ray starts)."""
+    return check_int("max_retries", max_retries, 0, MAX_RETRIES), check_float("placement_timeout",
+                                                                               placement_timeout, 0.0)
 
 
 class _Grants:
@@ -136,8 +144,7 @@ class RayExecutor:
 
     def __init__(self, *, max_retries: int = 2, placement_timeout: float = 600.0, poll_seconds: float = 1.0,
                  long_tail: bool = True, grant_refresh: float = 0.5) -> None:
-        self.max_retries = check_int("max_retries", max_retries, 0)
-        self.placement_timeout = check_float("placement_timeout", placement_timeout, 0.0)
+        self.max_retries, self.placement_timeout = check_retry_options(max_retries, placement_timeout)
         self.poll_seconds = check_float("poll_seconds", poll_seconds, 0.01)
         if not isinstance(long_tail, bool):
             raise ConfigError(f"long_tail must be True or False, got {long_tail!r}")

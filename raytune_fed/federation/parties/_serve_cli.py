@@ -16,7 +16,9 @@ import argparse
 import os
 from typing import Any
 
-from raytune_fed.federation._serve_cli import add_listen_arguments, serve_until_stopped
+from raytune_fed.federation._serve_cli import add_listen_arguments, check_listen_arguments, serve_until_stopped
+
+MAX_SESSIONS = 10 ** 9
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -71,16 +73,19 @@ def load_party_features(path: str, columns: str | None) -> Any:
 
 
 def run(args: argparse.Namespace) -> None:
-    from raytune_fed._checks import check_float, check_int
+    from raytune_fed._checks import MAX_SEED, check_float, check_int, check_new_file
     from raytune_fed.federation._transports import read_token
     from raytune_fed.federation.parties import PassiveParty
 
     if args.max_sessions is not None:
-        check_int("--max-sessions", args.max_sessions, 1)
+        check_int("--max-sessions", args.max_sessions, 1, MAX_SESSIONS)
     if args.seed is not None:
-        check_int("--seed", args.seed, 0)
+        check_int("--seed", args.seed, 0, MAX_SEED)
     check_int("--max-bins", args.max_bins, 2, 256)
     check_float("--bin-privacy", args.bin_privacy, 0.0)
+    check_listen_arguments(args)
+    if args.ledger is not None:
+        check_new_file("--ledger", args.ledger)
     token = read_token(args.token_file, "token")
     owner = read_token(args.owner_token_file, "owner token")
     if owner == token:

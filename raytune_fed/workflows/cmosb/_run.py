@@ -25,7 +25,8 @@ import pandas as pd
 from ray import tune
 from ray.tune import Callback
 
-from raytune_fed._checks import check_choice, check_int, check_share
+from raytune_fed._checks import MAX_SEED, check_choice, check_int, check_output_dir, check_share
+from raytune_fed._limits import check_bounded, limits
 from raytune_fed.attacks import N_SAMPLE
 from raytune_fed.algorithms.nsga2 import CONSTRAINT_HANDLING
 from raytune_fed.crypto import REFERENCE_OP_TIMES, check_scheme
@@ -88,8 +89,8 @@ class CMOSBSettings:
             from raytune_fed.errors import DatasetError
 
             raise DatasetError(f"unknown CMOSB dataset {self.dataset!r}; known: {sorted(TASKS)}")
-        check_int("population", self.population, 2)
-        check_int("generations", self.generations, 1)
+        check_bounded("population", self.population, 2, "population")
+        check_bounded("generations", self.generations, 1, "tune", max(limits().max_tune_trials // self.population, 1))
         unknown = sorted(set(self.baselines) - set(BASELINES))
         if unknown:
             raise ConfigError(f"unknown baselines {unknown}; known: {list(BASELINES)}")
@@ -99,11 +100,11 @@ class CMOSBSettings:
         if self.max_leakage is not None:
             check_share("max_leakage", self.max_leakage, 0.0, 1.0, low_open=True)
         check_scheme(self.he)
-        check_int("seed", self.seed, 0)
+        check_int("seed", self.seed, 0, MAX_SEED)
         check_int("grid_levels", self.grid_levels, 1, 5)
         if self.bo_trials is not None:
-            check_int("bo_trials", self.bo_trials, 1)
-        check_int("n_sample", self.n_sample, 2)
+            check_bounded("bo_trials", self.bo_trials, 1, "tune")
+        check_bounded("n_sample", self.n_sample, 2, "attack")  # and what the task's classes hold (run_cmosb)
         for p in self.points:
             check_point(p)
         check_choice("constraint_handling", self.constraint_handling, CONSTRAINT_HANDLING)
@@ -267,22 +268,51 @@ def _with_generations(frame: pd.DataFrame, run: Run, path: Path) -> pd.DataFrame
             last[member] = g
     frame["in_population_until"] = [last.get((g, i), g - 1) for g, i in zip(frame["generation"], frame["slot"])]
     return frame.sort_values(["generation", "slot"], kind="stable").reset_index(drop=True)
+def read_settings(out: Path, settings: CMOSBSettings) -> dict[str, Any] | None:
+    """The ``settings.json`` of a run ``out`` holds (None if none), checked: readable, a settings record with
+    valid operation times, and asking for the same ``settings`` (a resumed run must use the same options)."""
+    path = out / "settings.json"
+    if not path.exists():
+        return None
+    try:
+        previous = json.loads(path.read_bytes().decode("utf-8"))
+        if not isinstance(previous, dict) or not isinstance(previous.get("settings"), dict):
+            raise ValueError("it holds no 'settings' object")
+        check_op_times(previous.get("op_times"))
+        if previous.get("op_times") is None:
+            raise ValueError("it holds no 'op_times' object")
+    except (OSError, ValueError, TypeError, KeyError) as exc:  # ConfigError and JSONDecodeError are ValueErrors
+        raise ConfigError(f"{path} is not a CMOSB settings record (damaged?): {exc}; move it away or use "
+                          f"another --out") from None
+    wanted = settings.as_json()
+    if previous["settings"] != wanted:
+        changed = sorted(k for k in wanted if previous["settings"].get(k) != wanted[k])
+        raise ConfigError(f"{out} holds a CMOSB run with other settings ({', '.join(changed)} differ); "
+                          f"use another --out or the same options")
+    return previous
 
 
 def write_settings(out: Path, settings: CMOSBSettings, op_times: Mapping[str, Any]) -> dict[str, Any]:
     """Write ``settings.json``, or check that a resumed run asks for the same settings."""
-    record = {"settings": settings.as_json(), "op_times": dict(op_times)}
-    path = out / "settings.json"
-    if path.exists():
-        previous = json.loads(path.read_text())
-        if previous["settings"] != record["settings"]:
-            changed = sorted(k for k in record["settings"] if previous["settings"].get(k) != record["settings"][k])
-            raise ConfigError(f"{out} holds a CMOSB run with other settings ({', '.join(changed)} differ); "
-                              f"use another --out or the same options")
+    previous = read_settings(out, settings)
+    if previous is not None:
         return previous
+    record = {"settings": settings.as_json(), "op_times": dict(op_times)}
     out.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=2))
+    (out / "settings.json").write_text(json.dumps(record, indent=2))
     return record
+
+
+def check_attack_sample(settings: CMOSBSettings, labels: Any) -> None:
+    """The attack samples ``n_sample / n_classes`` rows of every class: no more than the rarest class holds."""
+    import numpy as np
+
+    counts = np.unique(np.asarray(labels), return_counts=True)[1]
+    top = int(counts.size * counts.min())
+    if settings.n_sample > top:
+        raise ConfigError(f"n_sample (--attack-sample) must be at most {top}, got {settings.n_sample}: the attack "
+                          f"samples n_sample / {counts.size} rows of each class and the rarest class of "
+                          f"{settings.dataset}'s training rows has {int(counts.min())}")
 
 
 def run_cmosb(settings: CMOSBSettings, out: str | Path, *, address: str | None = None, num_cpus: int | None = None,
@@ -292,17 +322,22 @@ def run_cmosb(settings: CMOSBSettings, out: str | Path, *, address: str | None =
     ``progress`` (default: :func:`raytune_fed.grid.make_progress`, the grids' bar or lines)
     shows each finished trial of every method as one step."""
     from raytune_fed.grid import make_progress
-    from raytune_fed.runtime import connect
+    from raytune_fed.runtime import check_address, check_num_cpus, connect, probe_address
     from raytune_fed.workflows.cmosb._tasks import load_task
     from raytune_fed.workflows.cmosb._trial import start_parties, trainable
 
     settings.check()
-    out = Path(out)
+    check_address(address)
+    check_num_cpus(num_cpus)
+    out = check_output_dir(out)
+    previous = read_settings(out, settings)  # a damaged or different record is refused before any work
     task = load_task(settings.dataset)
-    previous = json.loads((out / "settings.json").read_text())["op_times"] if (out / "settings.json").exists() \
-        else None
-    op_times = write_settings(out, settings, previous or settings.resolve_op_times())["op_times"]
+    check_attack_sample(settings, task.y[task.train_rows])
     runs = plan(settings, binary=task.binary)
+    if any(not (out / "runs" / f"{run.name}.parquet").exists() for run in runs):
+        probe_address(address)  # an unreachable cluster is reported before the calibration runs
+    op_times = previous["op_times"] if previous else settings.resolve_op_times()
+    op_times = write_settings(out, settings, op_times)["op_times"]
     done_dir = out / "runs"
     done_dir.mkdir(parents=True, exist_ok=True)
     frames, todo, notes = [], [], []

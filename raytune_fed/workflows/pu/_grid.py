@@ -25,10 +25,11 @@ from typing import Any
 
 import pandas as pd
 
-from raytune_fed._checks import check_float, check_int, check_share, check_unique
-from raytune_fed.algorithms.schedules import check_schedule, rung_table
+from raytune_fed._checks import MAX_SEED, check_float, check_int, check_share, check_unique
+from raytune_fed._limits import check_bounded
+from raytune_fed.algorithms.schedules import check_schedule, n_rounds, rung_table
 from raytune_fed.errors import ConfigError
-from raytune_fed.grid import Cell, CellResult, Progress, RayExecutor, check_grid_size, run_cells
+from raytune_fed.grid import Cell, CellResult, Progress, RayExecutor, check_grid_size, plan_cells, run_cells
 from raytune_fed.metrics.pu import EVALUATORS
 from raytune_fed.store import ResultStore, write_atomic
 from raytune_fed.workflows.pu._methods import PRIOR_SOURCES, check_methods, run_method
@@ -99,10 +100,20 @@ class PUGridSettings:
         if self.budget_seconds is not None and check_float("budget_seconds", self.budget_seconds, 0.0) == 0.0:
             raise ConfigError(f"budget_seconds must be > 0 (or None for no time budget), got {self.budget_seconds!r}")
         check_int("n_reps", self.n_reps, 1)
-        check_int("seed", self.seed, 0)
-        check_int("supervised_trials", self.supervised_trials, 1)
+        check_int("seed", self.seed, 0, MAX_SEED)
+        check_bounded("supervised_trials", self.supervised_trials, 1, "optuna")
         if self.baseline_configs is not None:
-            check_int("baseline_configs", self.baseline_configs, 1)
+            thinned = [m for m in ("upu", "nnpu") if m in self.methods]
+            if not thinned:
+                raise ConfigError(f"baseline_configs thins the upu and nnpu baselines, and this grid runs neither "
+                                  f"(methods {list(self.methods)}), got {self.baseline_configs!r}")
+            sizes = {m: len(configuration_set([m])) for m in thinned}
+            top = max(sizes.values())
+            try:
+                check_int("baseline_configs", self.baseline_configs, 1, top)
+            except ConfigError as exc:
+                raise ConfigError(f"{exc}: the grid of {max(sizes, key=sizes.get)} has {top} configurations, "
+                                  f"so more cannot be kept") from None
 
 
 @dataclass(frozen=True)
@@ -160,6 +171,23 @@ class PUCell(Cell):
     @property
     def cost(self) -> float:
         return _COST[self.method]
+
+    def check_rows(self, rows) -> str | None:
+        """One row with this cell's coordinates, a test AUC in [0, 1] and finite counts and priors."""
+        from raytune_fed.grid._rowchecks import identity_problem, number_problem
+
+        if len(rows) != 1:
+            return f"it holds {len(rows)} rows where a PU cell gives one"
+        row = rows[0]
+        checks = [identity_problem(row, {"dataset": self.dataset, "c": self.c, "rep": self.rep, "method": self.method,
+                                         "variant": self.variant, "evaluator": self.evaluator,
+                                         "schedule": self.schedule, "control_variate": self.control_variate}),
+                  number_problem("test_auc", row.get("test_auc"), 0.0, 1.0),
+                  number_problem("true_prior", row.get("true_prior"), 0.0, 1.0),
+                  number_problem("prior", row.get("prior"), 0.0, 1.0, optional=True)]
+        checks += [number_problem(name, row.get(name), 0, float("inf"), integer=True)
+                   for name in ("rows_used", "n_train", "n_labelled")]
+        return next((problem for problem in checks if problem), None)
 
 
 def build_grid(settings: PUGridSettings) -> list[PUCell]:
@@ -236,6 +264,13 @@ def check_inputs(settings: PUGridSettings) -> None:
                 continue
             budget = search_budget(split, ODESettings(budget_samples=settings.budget_samples,
                                                       budget_factor=settings.budget_factor))
+            most = n_rounds(n_configs) * n_configs * split.n_train  # every configuration on every row, every round
+            if budget > most:
+                what = "budget_samples" if settings.budget_samples is not None else \
+                    f"budget_factor x N ({settings.budget_factor:g} x {split.n_pu:,})"
+                raise ConfigError(f"{what} must be at most {most:,} for dataset {name!r}, c={c}, got "
+                                  f"{budget:,}: with it every one of the {n_configs} configurations already trains "
+                                  f"on all {split.n_train} rows in each of the {n_rounds(n_configs)} rounds")
             for schedule in settings.schedules:
                 try:
                     rung_table(n_configs, n_rows=split.n_train, budget_samples=budget, schedule=schedule,
@@ -252,17 +287,18 @@ def run_grid(settings: PUGridSettings, *, out: str | Path, address: str | None =
     ``executor`` defaults to :class:`~raytune_fed.grid.RayExecutor` on the session
     :func:`raytune_fed.runtime.connect` gives (started only when a cell is missing).
     """
-    from raytune_fed.runtime import check_address, connect
+    from raytune_fed.grid import check_retry_options
+    from raytune_fed.runtime import check_address, check_num_cpus, connect
     from raytune_fed.workflows.pu._summary import summarize
 
     check_address(address)
-    if num_cpus is not None:
-        check_int("num_cpus", num_cpus, 1)
+    check_num_cpus(num_cpus)
+    check_retry_options(max_retries, placement_timeout)
     executor = executor or RayExecutor(max_retries=max_retries, placement_timeout=placement_timeout)
     cells = build_grid(settings)
     check_inputs(settings)
     store = ResultStore(out)
-    if isinstance(executor, RayExecutor) and any(store.inspect(c.key).state != "done" for c in cells):
+    if isinstance(executor, RayExecutor) and plan_cells(cells, store, recompute_damaged=recompute_damaged).todo:
         connect(address, num_cpus)
     result = run_cells(cells, run_cell, store, executor, recompute_damaged=recompute_damaged, progress=progress,
                        name="pu")

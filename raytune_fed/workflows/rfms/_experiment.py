@@ -283,3 +283,70 @@ def run_experiment(spec: ExperimentSpec, openbox: OpenBox, curators: Sequence[Si
         })
     info = {"timing": t.as_dict(), "n_curator_queries_total": ev.n_remote_evaluations, "n_final_models": len(keys)}
     return rows, info
+
+
+def rows_problem(spec: ExperimentSpec, rows: Sequence[Mapping[str, Any]]) -> str | None:
+    """Why ``rows`` (as stored) cannot be what :func:`run_experiment` gave for ``spec`` (None: they can).
+
+    One row per method of the settings, in order; every row carries the cell's own
+    coordinates; losses are None (withheld) or finite in [0, 1], one per selected model;
+    the hypervolume is the one of the row's own losses; counts are non-negative integers.
+    """
+    from raytune_fed.grid._rowchecks import identity_problem, number_problem, one_row_each
+
+    s = spec.settings
+    problem = one_row_each(rows, "method", s.methods)
+    if problem:
+        return problem
+    identity = {"dataset": s.dataset, "split": s.split, "learner": spec.learner, "openbox": spec.openbox,
+                "lockbox": spec.lockbox, "curators": list(spec.curators), "replication": spec.replication,
+                "experiment": spec.key}
+    for row in rows:
+        problem = _row_problem(row, identity, identity_problem, number_problem)
+        if problem:
+            return f"its {row.get('method')} row: {problem}"
+    return None
+
+
+def _row_problem(row: Mapping[str, Any], identity: Mapping[str, Any], identity_problem: Callable,
+                 number_problem: Callable) -> str | None:
+    problem = identity_problem(row, identity)
+    if problem:
+        return problem
+    for name in ("n_evaluations", "n_curator_queries", "n_refused_evaluations", "n_withheld_finals"):
+        problem = number_problem(name, row.get(name), 0, float("inf"), integer=True)
+        if problem:
+            return problem
+    n = row.get("n_selected")
+    problem = number_problem("n_selected", n, 1, float("inf"), integer=True)
+    if problem:
+        return problem
+    try:
+        selected = json.loads(row.get("selected"))
+    except (TypeError, ValueError):
+        selected = None
+    if not isinstance(selected, list) or len(selected) != n:
+        return f"its selected is not a JSON list of its {n} selected configurations"
+    losses = {}
+    for name in ("openbox_outbag", "curator_outbag", "lockbox_loss"):
+        values = row.get(name)
+        if not isinstance(values, list) or len(values) != n:
+            return f"its {name} is not a list of {n} losses"
+        for value in values:
+            problem = number_problem(name, value, 0.0, 1.0, optional=name != "openbox_outbag")
+            if problem:
+                return problem
+        losses[name] = values
+    withheld = sum(c is None or lb is None for c, lb in zip(losses["curator_outbag"], losses["lockbox_loss"]))
+    if row.get("n_withheld_finals") != withheld:
+        return f"its n_withheld_finals is {row.get('n_withheld_finals')!r} where its losses withhold {withheld}"
+    problem = number_problem("hypervolume", row.get("hypervolume"), 0.0, 1.0)
+    if problem:
+        return problem
+    worst = REFERENCE_POINT[0]
+    pts = np.array([[o, worst if c is None else c, worst if lb is None else lb]
+                    for o, c, lb in zip(*losses.values())], dtype=float)
+    if abs(hypervolume(pts, REFERENCE_POINT) - row["hypervolume"]) > 1e-9:
+        return (f"its hypervolume {row['hypervolume']!r} is not the {hypervolume(pts, REFERENCE_POINT)!r} of its own "
+                f"losses")
+    return None

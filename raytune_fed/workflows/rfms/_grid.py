@@ -20,8 +20,10 @@ from typing import Any, Sequence
 import pandas as pd
 
 from raytune_fed._checks import check_int, check_unique
-from raytune_fed.grid import CellResult, Progress, RayExecutor, check_grid_size, run_cells
-from raytune_fed.runtime import check_address
+from raytune_fed.errors import ConfigError
+from raytune_fed.grid import (
+    CellResult, Progress, RayExecutor, check_grid_size, check_retry_options, plan_cells, run_cells)
+from raytune_fed.runtime import check_address, check_num_cpus
 from raytune_fed.store import ResultStore, write_atomic
 from raytune_fed.workflows.rfms._sites import SiteHandles, plan_sites, run_with_sites, start_sites
 from raytune_fed.workflows.rfms._spec import ExperimentSpec, RFMSSettings
@@ -38,6 +40,35 @@ def _check_learners(learners: Sequence[str]) -> tuple[str, ...]:
     for name in learners:
         get_learner(name)
     return learners
+
+
+def check_site_bounds(settings: RFMSSettings, plan: Any) -> None:
+    """``n_folds`` and ``guard_k`` within what every site's in-bag rows allow (never silently lowered).
+
+    The openbox cross-validates its in-bag rows in ``n_folds`` stratified folds (each needs a row of
+    each class); the guard refuses a model that puts fewer than ``guard_k`` of a curator's in-bag rows
+    in a class, so with ``guard_k`` above half of them it would refuse every query.
+    """
+    import numpy as np
+
+    from raytune_fed.simulation import inbag_outbag
+
+    inbags = {}
+    for i, name in enumerate(plan.site_names):
+        _, y = plan.site(i)
+        inbag, _ = inbag_outbag(y, inbag_fraction=settings.inbag_fraction, seed=0)  # counts do not depend on it
+        inbags[name] = y[inbag]
+    rarest = {name: int(np.unique(y, return_counts=True)[1].min()) for name, y in inbags.items()}
+    name = min(rarest, key=rarest.get)
+    if settings.n_folds > rarest[name]:
+        raise ConfigError(f"n_folds must be at most {rarest[name]}, got {settings.n_folds}: site {name!r} has "
+                          f"{rarest[name]} in-bag rows of its rarer class and every fold needs one")
+    smallest = min(inbags, key=lambda n: len(inbags[n]))
+    top = len(inbags[smallest]) // 2
+    if settings.guard_k > top:
+        raise ConfigError(f"guard_k must be at most {top}, got {settings.guard_k}: site {smallest!r} scores "
+                          f"{len(inbags[smallest])} in-bag rows, so no model could put {settings.guard_k} of them "
+                          f"in each class and the guard would refuse every query")
 
 
 def build_grid(settings: RFMSSettings, *, n_sites: int, learners: Sequence[str], n_reps: int,
@@ -121,8 +152,8 @@ def run_grid(settings: RFMSSettings, *, learners: Sequence[str], n_reps: int = 1
     from raytune_fed.workflows.rfms._sites import check_sites_choice, grid_schedule, remote_sites, start_sites
 
     check_address(address)
-    if num_cpus is not None:
-        check_int("num_cpus", num_cpus, 1)
+    check_num_cpus(num_cpus)
+    check_retry_options(max_retries, placement_timeout)
     sites = check_sites_choice(sites)
     executor = InProcessExecutor() if sites == "local" else \
         RayExecutor(max_retries=max_retries, placement_timeout=placement_timeout, long_tail=long_tail)
@@ -130,12 +161,13 @@ def run_grid(settings: RFMSSettings, *, learners: Sequence[str], n_reps: int = 1
     check_int("n_reps", n_reps, 1)
     store = ResultStore(out)
     plan = plan_sites(settings)
+    check_site_bounds(settings, plan)
     specs = build_grid(settings, n_sites=len(plan.site_names), learners=learners, n_reps=n_reps, n_pairs=n_pairs,
                        site_names=plan.site_names)
     if isinstance(sites, Path):
         remote_sites(plan, sites)  # the file is checked before Ray starts
     run_cell, started, n_cores = None, None, 0
-    if any(store.inspect(spec.key).state != "done" for spec in specs):
+    if plan_cells(specs, store, recompute_damaged=recompute_damaged).todo:  # else neither Ray nor sites start
         if sites != "local":
             import ray
 

@@ -6,7 +6,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from raytune_fed._checks import check_choice, check_int, check_share
+from raytune_fed._checks import MAX_SEED, check_choice, check_int, check_share
+from raytune_fed._limits import check_bounded, limits
 from raytune_fed.errors import ConfigError
 from raytune_fed.grid import Cell, Demand
 from raytune_fed.random import derive
@@ -42,10 +43,13 @@ class RFMSSettings:
         if not isinstance(self.dataset, str) or not self.dataset:
             raise ConfigError(f"dataset must be a non-empty name or path, got {self.dataset!r}")
         check_choice("split", self.split, SPLIT_METHODS)
-        check_int("n_init", self.n_init, 1)
-        check_int("n_iter", self.n_iter, 0)
-        check_int("n_folds", self.n_folds, 2)
-        check_int("seed", self.seed, 0)
+        check_bounded("n_init", self.n_init, 1, "points")
+        check_bounded("n_iter", self.n_iter, 0, "points")
+        if self.n_init + self.n_iter > limits().max_points:
+            raise ConfigError(f"n_init + n_iter must be at most {limits().max_points}, got {self.n_init} + "
+                              f"{self.n_iter}: {limits().why('points')}")
+        check_int("n_folds", self.n_folds, 2)  # and at most what every site's rows allow (plan_sites)
+        check_int("seed", self.seed, 0, MAX_SEED)
         check_int("guard_k", self.guard_k, 0)
         if self.thresholdout_budget is not None:
             check_int("thresholdout_budget", self.thresholdout_budget, 0)
@@ -105,6 +109,20 @@ class ExperimentSpec(Cell):
     def max_parallelism(self) -> int:
         """The folds of a cross-validation can run in parallel: up to ``n_folds`` cores in the grid's tail."""
         return self.settings.n_folds
+
+    def check_rows(self, rows) -> str | None:
+        """One row per method with this cell's coordinates and consistent, finite values (see
+        :func:`~raytune_fed.workflows.rfms._experiment.rows_problem`); the ``settings`` column is this grid's."""
+        import json
+
+        from raytune_fed.workflows.rfms._experiment import rows_problem
+
+        problem = rows_problem(self, rows)
+        if problem is None:
+            settings = json.dumps(asdict(self.settings), sort_keys=True)
+            if any(row.get("settings", settings) != settings for row in rows):
+                return "its settings column is not this grid's settings"
+        return problem
 
     def site_name(self, i: int) -> str:
         return self.site_names[i] if self.site_names else f"site{i}"
