@@ -182,7 +182,7 @@ def announce_node_types(config_path: str | Path, address: str = "auto") -> list[
     (run on the head after ``ray start --head``); returns the custom resources they offer."""
     import yaml
 
-    from raytune_fed.runtime import check_address
+    from raytune_fed.runtime import check_address, probe_address
 
     address = check_address(address) or "auto"
     try:
@@ -193,6 +193,7 @@ def announce_node_types(config_path: str | Path, address: str = "auto") -> list[
     if not isinstance(config, dict):
         raise ConfigError(f"the autoscaler config {config_path} is not a mapping")
     record = cluster_config_record(config)
+    probe_address(address)  # one error line at once, not the GCS client's retries and traceback
     from ray._private.services import canonicalize_bootstrap_address_or_die
     from ray._raylet import GcsClient
 

@@ -139,7 +139,11 @@ PU_CASES = [
     (["--methods", "upu,nnpu", "--baseline-configs", "501"], "baseline_configs must be an integer in [1, 500], got "
                                                              "501: the grid of nnpu has 500 configurations"),
     (["--baseline-configs", "5"], "baseline_configs thins the upu and nnpu baselines, and this grid runs neither"),
-    (["--prior", "guess"], "argument --prior: invalid choice: 'guess'"),
+    (["--prior", "guess"], "unknown prior source 'guess'; known: ['tice', 'true']"),
+    (["--budget-factor", "0"], "budget_factor must be > 0, got 0.0"),
+    (["--budget-factor", "nan"], "budget_factor must be a finite number >= 0.0, got nan"),
+    (["--budget-factor", "1e12"], "budget_factor x N (1e+12 x "),
+    (["--rung-sampling", "odd"], "unknown rung sampling 'odd'; known: ['proportional', 'balanced', 'uniform']"),
     (["--seed", "-1"], "seed must be an integer in [0, 18446744073709551615], got -1"),
 ] + GRID_OPTIONS
 
@@ -244,12 +248,35 @@ INIT_DIRS = [  # the directory argument replaces the base's
     (["{unwritable}/init"], "cannot create '{unwritable}/init'"),
 ]
 
+CLUSTER_BUNDLE_CASES = [  # the base names the repository (the test's working tree) and a free --out
+    (["--source", "{missing}"], "{missing} is not the raytune-fed source tree (no readable pyproject.toml"),
+    (["--source", "{a_file}"], "{a_file} is not the raytune-fed source tree (no readable pyproject.toml"),
+    (["--config", "{missing}.yaml"], "cannot read the cluster config {missing}.yaml: FileNotFoundError"),
+    (["--config", "{a_file}"], "the cluster config {a_file} is not a YAML mapping"),
+    (["--config", "{garbage_json}"], "cannot read the cluster config {garbage_json}"),
+    (["--out", "{a_file}"], "cannot create the bundle directory {a_file}"),
+]
+CLUSTER_ANNOUNCE_CASES = [  # the base names a valid autoscaler config, the argument replaces it
+    (["{missing}.yaml"], "cannot read the autoscaler config {missing}.yaml: FileNotFoundError"),
+    (["{a_file}"], "the autoscaler config {a_file} is not a mapping"),
+    (["{garbage_json}"], "cannot read the autoscaler config {garbage_json}"),
+    (["{cluster_yaml}", "--address", "127.0.0.1:1"], "cannot reach the Ray cluster at '127.0.0.1:1': nothing listens"),
+    (["{cluster_yaml}", "--address", "127.0.0.1:99999"], "the port of Ray address '127.0.0.1:99999' must be in "
+                                                        "[1, 65535], got 99999"),
+    (["{cluster_yaml}", "--address", "{http_address}"], "is not a Ray cluster"),
+    (["{cluster_yaml}", "--address", "not an address"], "Ray address must be 'auto', 'host:port' or "
+                                                        "'ray://host:port', got 'not an address'"),
+]
+
 TABLES = {"rfms": (RFMS, RFMS_CASES), "demo": (["demo", "--out", "{out}"], DEMO_CASES), "pu": (PU, PU_CASES),
           "cmosb": (CMOSB, CMOSB_CASES), "report": (["report"], REPORT_CASES),
           "datasets": (["datasets"], DATASETS_CASES), "site serve": (SITE, SITE_CASES),
           "party serve": (PARTY, PARTY_CASES), "site init": (["site", "init", "{out}/site1"], SITE_INIT_CASES),
           "party init": (["party", "init", "{out}/party1"], INIT),
-          "site init DIR": (["site", "init"], INIT_DIRS), "party init DIR": (["party", "init"], INIT_DIRS)}
+          "site init DIR": (["site", "init"], INIT_DIRS), "party init DIR": (["party", "init"], INIT_DIRS),
+          "cluster bundle": (["cluster", "bundle", "--source", "{repo}", "--config", "none", "--out", "{out}/dist"],
+                             CLUSTER_BUNDLE_CASES),
+          "cluster announce": (["cluster", "announce"], CLUSTER_ANNOUNCE_CASES)}
 CASES = [(command, extra, message) for command, (_, cases) in TABLES.items() for extra, message in cases]
 
 
@@ -299,6 +326,8 @@ def world(tmp_path_factory):
     w["garbage_toml"] = str(d / "garbage.toml")
     (d / "garbage.json").write_text("{garbage")
     w["garbage_json"] = str(d / "garbage.json")
+    w["repo"] = str(Path(__file__).resolve().parents[1])
+    w["cluster_yaml"] = str(Path(w["repo"]) / "cluster.yaml")
     (d / "garbage_results").mkdir()
     (d / "garbage_results" / "results.parquet").write_bytes(b"PAR1 not parquet")
     w["garbage_results"] = str(d / "garbage_results")
@@ -391,7 +420,7 @@ def test_the_sweep_covers_every_subcommand():
 
     parser = build_parser()
     commands = set(parser._subparsers._group_actions[0].choices)
-    assert commands == {"datasets", "demo", "rfms", "pu", "cmosb", "report", "site", "party"}
+    assert commands == {"datasets", "demo", "rfms", "pu", "cmosb", "report", "site", "party", "cluster"}
     covered = {c.split()[0] for c in TABLES}
-    assert covered == commands and len(COMMANDS) == 7
+    assert covered == commands and len(COMMANDS) == 8
     assert len(CASES) >= 142
