@@ -10,6 +10,7 @@ the cells it already holds.  Parts (``--parts``):
 * ``main`` - Table 2 and Figures 3-5: datasets x c x replications x methods (ODE with
   IPM_PU and/or AUC_PU, self-paced schedule, control variate; baselines uPU, nnPU, WSVM,
   supervised); test AUC, seconds, the prior used.
+* ``figures`` - ODE-IPM at ``--figures-c`` (Figures 3-5's ODE curve; stored with ``main``).
 * ``baselines`` - the compared methods of Figures 3-5 (uPU, WSVM, supervised; nnPU on request) at
   ``--baselines-c`` (default 0.01, Table 2's c).
 * ``schedules`` - Table 4: ODE-IPM with each pruning schedule.
@@ -17,9 +18,12 @@ the cells it already holds.  Parts (``--parts``):
   paper's Table 5 "with" row equals its Table 4 exp row; stored with ``schedules``, whose exp
   cells it shares).
 * ``readings`` - Table 2's ODE-IPM (c = 0.01 by default) under the other readings of what the paper leaves open:
-  rung rows stratified by ``s`` (``proportional``, the earlier default), ``B = 4 N``, the
+  rung rows stratified by ``s`` (``proportional``, the earlier default) or a uniformly random
+  prefix (``uniform``, Algorithm 1's words read literally), ``B = 4 N``, the
   true class prior instead of TIcE's for training uPU (an oracle), and the control variate as the
-  paper writes it (``cv_odds``: ``(1 - g) / g`` not normalised, eta not shrunk).
+  paper writes it (``cv_odds``: ``(1 - g) / g`` not normalised, eta not shrunk; ``cv_odds_exp``
+  with the exp schedule on Table 5's datasets: its "with" row under that reading, beside the cv
+  part's "without").
 
 Cells derive their streams from ``derive(seed, dataset, "c=<c>", rep)``, the same as
 ``raytune-fed pu``.  Datasets: twonorm, spambase, chess (kr-vs-kp), sat (satimage class 7
@@ -46,9 +50,11 @@ from raytune_fed.workflows.pu import PUGridSettings, run_grid, summarize
 
 DATASETS = ("twonorm", "spambase", "chess", "sat", "texture", "titanic")
 CS = (0.01, 0.05, 0.1, 0.2)
-PARTS = ("main", "baselines", "schedules", "cv", "readings")
-READINGS = {"proportional": {"rung_sampling": "proportional"}, "budget_4n": {"budget_factor": 4.0},
-            "true_prior": {"prior": "true"}, "cv_odds": {"cv_reading": "odds"}}
+PARTS = ("main", "figures", "baselines", "schedules", "cv", "readings")
+READINGS = {"proportional": {"rung_sampling": "proportional"}, "uniform": {"rung_sampling": "uniform"},
+            "budget_4n": {"budget_factor": 4.0},
+            "true_prior": {"prior": "true"}, "cv_odds": {"cv_reading": "odds"},
+            "cv_odds_exp": {"cv_reading": "odds", "schedules": ("exp",), "datasets": ("titanic", "chess", "sat")}}
 SCHEDULE_NAMES = ("sh", "log", "exp", "linear", "selfpaced")
 
 # The paper's numbers (AUC %, training seconds) for the closing comparison.
@@ -90,6 +96,12 @@ def part_main(args) -> dict:
                  evaluators=evaluators or ("ipm",))
 
 
+def part_figures(args) -> dict:
+    # ODE-IPM against c (Figures 3-5's ODE curve), stored with the main part, whose cells it shares
+    return _grid(args, "main", datasets=tuple(args.datasets), cs=tuple(args.figures_c), methods=("ode",),
+                 evaluators=("ipm",))
+
+
 def part_baselines(args) -> dict:
     return _grid(args, "baselines", datasets=tuple(args.datasets), cs=tuple(args.baselines_c),
                  methods=tuple(args.baselines))
@@ -108,9 +120,13 @@ def part_cv(args) -> dict:
 
 def part_readings(args) -> dict:
     """ODE-IPM (self-paced, control variate) under each reading of :data:`READINGS`, one grid each."""
-    return {name: _grid(args, f"readings/{name}", datasets=tuple(args.readings_datasets or args.datasets),
-                        cs=tuple(args.readings_c), methods=("ode",), **READINGS[name])
-            for name in args.readings}
+    out = {}
+    for name in args.readings:
+        change = dict(READINGS[name])
+        datasets = change.pop("datasets", tuple(args.readings_datasets or args.datasets))
+        out[name] = _grid(args, f"readings/{name}", datasets=datasets, cs=tuple(args.readings_c), methods=("ode",),
+                          **change)
+    return out
 
 
 PAPER_TABLE1 = {"twonorm": (5180, 2220, 20, 0.496), "spambase": (3220, 1381, 57, 0.399),
@@ -200,6 +216,7 @@ def main(argv=None) -> None:
                         "nnpu: its 500-network grid per cell, about 33 CPU hours for 6 x 4 x 10 cells)")
     p.add_argument("--baselines", type=csv, default=["upu", "wsvm", "supervised"],
                    help="the baselines part's methods (nnpu: its 500-network grid per cell, not in the default)")
+    p.add_argument("--figures-c", type=lambda t: [float(x) for x in csv(t)], default=list(CS))
     p.add_argument("--baselines-c", type=lambda t: [float(x) for x in csv(t)], default=[0.01])
     p.add_argument("--reps", type=int, default=10, help="replications (default: the paper's 10)")
     p.add_argument("--readings", type=csv, default=list(READINGS), help=f"readings to run (default: all of "

@@ -12,7 +12,8 @@ training rows grow by inclusion), the same criterion (IPM_PU with the shipped co
   in a seeded order) and ``SuccessiveHalvingPruner(min_resource=r0, reduction_factor=2)``
   (``r0`` = ODE's first-rung rows, 2 the integer nearest ODE's ``1 / mu``); a trial reports the
   criterion after ``r0, 2 r0, 4 r0, ...`` rows and after all training rows, and is pruned when
-  the pruner says so.  Optuna has no sample budget, so the study counts rows before each fit and
+  the pruner says so; a fit that fails (a prefix too small to fit on) reports nothing and the
+  trial goes on to its next step.  Optuna has no sample budget, so the study counts rows before each fit and
   stops a trial whose next fit would exceed ``B`` (later trials then train nothing);
 * ``optuna_sh_uncapped`` - the same study without the cap, as a user would run it (its rows are
   reported: what Optuna's halving spends on these inputs).  In both, the
@@ -23,7 +24,8 @@ training rows grow by inclusion), the same criterion (IPM_PU with the shipped co
 Both selections are refitted on all training rows and scored on the test rows.  Per split the
 benchmark records test AUC, rows fed, the number of fits and CPU seconds (this process,
 one thread).  ``python experiments/bench_pu_peers.py`` writes ``--out`` (default
-``experiments/measured/bench_pu_peers.json``).
+``experiments/measured/bench_pu_peers.json``); finished splits are kept in ``--rows`` (JSON
+lines), so an interrupted run resumes.
 """
 
 from __future__ import annotations
@@ -83,8 +85,8 @@ def _optuna_sh(split, settings, *, prior: float, seed, configs: list, budget: in
                 model = build_model(config, prior=prior, seed=model_seed).fit(split.X_train[rows], split.s_train[rows])
                 value = criterion(model)
             except FIT_FAILURES:
-                state["failed"] += 1
-                raise optuna.TrialPruned() from None    # as ODE: a failed fit ranks last
+                state["failed"] += 1                    # no report at this step: judged at its next one
+                continue
             reached[trial.number] = (step, value)
             trial.report(value, step)
             if trial.should_prune():
@@ -98,6 +100,9 @@ def _optuna_sh(split, settings, *, prior: float, seed, configs: list, budget: in
     pruner = optuna.pruners.SuccessiveHalvingPruner(min_resource=r0, reduction_factor=2, min_early_stopping_rate=0)
     study = optuna.create_study(direction="maximize", sampler=sampler, pruner=pruner)
     study.optimize(objective, n_trials=len(configs))
+    if not reached:                                     # every fit failed: nothing to select
+        return {"test_auc": float("nan"), "rows_fed": state["rows"], "fits": state["fits"],
+                "failed_fits": state["failed"], "deepest_step": 0, "n_complete": 0, "config": None}
     deepest = max(step for step, _ in reached.values())
     number = max((n for n, (step, _) in reached.items() if step == deepest), key=lambda n: reached[n][1])
     best = configs[study.trials[number].params["config_id"]]
@@ -109,6 +114,7 @@ def _optuna_sh(split, settings, *, prior: float, seed, configs: list, budget: in
 
 def run_split(dataset: str, c: float, rep: int, seed: int) -> dict:
     from raytune_fed.algorithms.schedules import rung_table
+    from raytune_fed.errors import NoSelectionError
     from raytune_fed.workflows.pu import ODESettings, run_ode
     from raytune_fed.workflows.pu._grid import PUCell, PUGridSettings, cell_split
     from raytune_fed.workflows.pu._methods import estimate_prior
@@ -124,7 +130,12 @@ def run_split(dataset: str, c: float, rep: int, seed: int) -> dict:
     r0 = rung_table(len(configs), n_rows=split.n_train, budget_samples=budget, schedule=settings.schedule,
                     min_rows=ODE_MIN_ROWS).rungs[0].n_rows
     t0 = time.process_time()
-    ode = run_ode(split, settings, prior=prior, seed=cell.seed(), configs=configs)
+    try:
+        ode = run_ode(split, settings, prior=prior, seed=cell.seed(), configs=configs)
+        ode_row = {"test_auc": ode.test_auc, "rows_fed": ode.rows_fed, "fits": len(ode.trace) + ode.n_failed,
+                   "failed_fits": ode.n_failed, "config": ode.config}
+    except NoSelectionError:
+        ode_row = {"test_auc": float("nan"), "rows_fed": budget, "fits": None, "failed_fits": None, "config": None}
     ode_cpu = time.process_time() - t0
     peers = {}
     for name, cap in (("optuna_sh", budget), ("optuna_sh_uncapped", None)):
@@ -132,8 +143,7 @@ def run_split(dataset: str, c: float, rep: int, seed: int) -> dict:
         peer = _optuna_sh(split, settings, prior=prior, seed=cell.seed(), configs=configs, budget=cap, r0=r0)
         peers[name] = {**peer, "cpu_seconds": time.process_time() - t0}
     return {"dataset": dataset, "c": c, "rep": rep, "budget": budget, "r0": int(r0), "n_train": split.n_train,
-            "ode": {"test_auc": ode.test_auc, "rows_fed": ode.rows_fed, "fits": len(ode.trace) + ode.n_failed,
-                    "failed_fits": ode.n_failed, "cpu_seconds": ode_cpu, "config": ode.config},
+            "ode": {**ode_row, "cpu_seconds": ode_cpu},
             **peers}
 
 
@@ -144,15 +154,17 @@ def summarize(rows: list[dict]) -> list[dict]:
         part = [r for r in rows if (r["dataset"], r["c"]) == (dataset, c)]
         entry = {"dataset": dataset, "c": c, "n": len(part)}
         for method in METHODS:
-            auc = np.array([r[method]["test_auc"] for r in part]) * 100
-            entry[method] = {"test_auc_mean": float(auc.mean()),
-                             "test_auc_sd": float(auc.std(ddof=1)) if auc.size > 1 else None,
+            auc = np.array([r[method]["test_auc"] for r in part], dtype=float) * 100
+            entry[method] = {"no_selection": int(np.isnan(auc).sum()),
+                             "test_auc_mean": float(np.nanmean(auc)),
+                             "test_auc_sd": float(np.nanstd(auc, ddof=1)) if auc.size > 1 else None,
                              "rows_fed_mean": float(np.mean([r[method]["rows_fed"] for r in part])),
-                             "fits_mean": float(np.mean([r[method]["fits"] for r in part])),
+                             "fits_mean": float(np.mean([r[method]["fits"] or 0 for r in part])),
                              "cpu_seconds_mean": float(np.mean([r[method]["cpu_seconds"] for r in part]))}
         for peer in METHODS[1:]:
-            diff = np.array([r["ode"]["test_auc"] - r[peer]["test_auc"] for r in part]) * 100
-            entry[f"ode_minus_{peer}"] = {"mean": float(diff.mean()),
+            diff = np.array([r["ode"]["test_auc"] - r[peer]["test_auc"] for r in part], dtype=float) * 100
+            diff = diff[np.isfinite(diff)]                  # pairs where both selected something
+            entry[f"ode_minus_{peer}"] = {"n": int(diff.size), "mean": float(diff.mean()),
                                           "sd": float(diff.std(ddof=1)) if diff.size > 1 else None,
                                           "ode_better": int((diff > 0).sum()), "equal": int((diff == 0).sum())}
         entry["budget_mean"] = float(np.mean([r["budget"] for r in part]))
@@ -168,14 +180,29 @@ def main(argv=None) -> None:
     p.add_argument("--reps", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="experiments/measured/bench_pu_peers.json")
+    p.add_argument("--rows", default="results/bench_pu_peers/rows.jsonl",
+                   help="each split's row is appended here as it finishes; a rerun skips the stored ones")
     args = p.parse_args(argv)
     load_start = os.getloadavg()
     started = time.perf_counter()
+    done = Path(args.rows)
+    stored = {}
+    if done.is_file():
+        for line in done.read_text().splitlines():
+            row = json.loads(line)
+            stored[(row["dataset"], row["c"], row["rep"], row["seed"])] = row
+    done.parent.mkdir(parents=True, exist_ok=True)
     rows = []
     for dataset in args.datasets:
         for c in args.c:
             for rep in range(args.reps):
-                rows.append(run_split(dataset, c, rep, args.seed))
+                key = (dataset, c, rep, args.seed)
+                if key in stored:
+                    rows.append(stored[key])
+                    continue
+                rows.append({**run_split(dataset, c, rep, args.seed), "seed": args.seed})
+                with done.open("a") as f:
+                    f.write(json.dumps(rows[-1], default=str) + "\n")
                 r = rows[-1]
                 print(f"{dataset} c={c:g} rep={rep}: ode {r['ode']['test_auc']:.4f} ({r['ode']['rows_fed']} rows), "
                       f"optuna {r['optuna_sh']['test_auc']:.4f} ({r['optuna_sh']['rows_fed']} rows), uncapped "
