@@ -22,6 +22,9 @@ elsewhere.
 
 from __future__ import annotations
 
+import copy
+import getpass
+import hashlib
 import os
 import shutil
 import signal
@@ -34,6 +37,10 @@ from importlib import metadata
 from pathlib import Path
 
 SSHD = "/usr/sbin/sshd"
+TAKEN = ("file_mounts", "cluster_synced_files", "file_mounts_sync_continuously", "rsync_exclude", "rsync_filter",
+         "initialization_commands", "setup_commands", "head_setup_commands", "worker_setup_commands",
+         "head_start_ray_commands", "worker_start_ray_commands", "idle_timeout_minutes", "upscaling_speed")
+"""What a launcher config on this node takes from cluster.yaml unchanged."""
 _LEFT_OUT = ("raytune_fed", "raytune-fed", "__editable__", "_raytune_fed", "pip", "_distutils_hack", "setuptools",
              "pkg_resources", "_virtualenv", "__pycache__")
 
@@ -229,6 +236,31 @@ class SshNode:
             except OSError:
                 continue
         return found
+
+
+def launcher_config(cluster_yaml: dict, name: str, auth: dict) -> dict:
+    """cluster.yaml's file mounts and commands, for Ray's on-premise provider with one node at 127.0.0.1."""
+    cfg = {key: copy.deepcopy(cluster_yaml[key]) for key in TAKEN}
+    cfg.update(cluster_name=name, provider={"type": "local", "head_ip": "127.0.0.1", "worker_ips": []}, auth=auth)
+    return cfg
+
+
+def control_dir(cluster_name: str) -> Path:
+    """Where Ray's ssh keeps the control sockets of a cluster's connections (kept open for reuse)."""
+    return (Path("/tmp") / f"ray_ssh_{hashlib.sha256(getpass.getuser().encode()).hexdigest()[:10]}"
+            / hashlib.sha256(cluster_name.encode()).hexdigest()[:10])
+
+
+def pids_naming(mark: str) -> list[int]:
+    """Processes of this machine whose command line contains ``mark``."""
+    found = []
+    for pid in _pids():
+        try:
+            if mark.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+        except OSError:
+            continue
+    return found
 
 
 def _pids() -> list[int]:

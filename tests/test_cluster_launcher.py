@@ -19,9 +19,7 @@ multi-node provider in tests/test_cluster_autoscaler.py).
 
 from __future__ import annotations
 
-import copy
 import getpass
-import hashlib
 import os
 import shutil
 import signal
@@ -35,25 +33,15 @@ import pandas as pd
 import pytest
 import yaml
 
-from _ssh_node import SshNode, requirements_missing
+from _ssh_node import SshNode, control_dir, launcher_config, pids_naming, requirements_missing
 from raytune_fed.cluster import BUNDLE_DIR, build_bundle
 
 pytestmark = [pytest.mark.cluster, pytest.mark.process]
 
 ROOT = Path(__file__).resolve().parent.parent
-TAKEN = ("file_mounts", "cluster_synced_files", "file_mounts_sync_continuously", "rsync_exclude", "rsync_filter",
-         "initialization_commands", "setup_commands", "head_setup_commands", "worker_setup_commands",
-         "head_start_ray_commands", "worker_start_ray_commands", "idle_timeout_minutes", "upscaling_speed")
 GRID = ("raytune-fed rfms --address auto --dataset geo5_sim --learners elastic_net --methods lso,fmo --reps 2 "
         "--pairs 1 --n-init 2 --n-iter 1 --seed 0 --out results/launcher")
 HANG = 1800  # seconds: bounds a hang only
-
-
-def launcher_config(cluster_yaml: dict, name: str, auth: dict) -> dict:
-    """cluster.yaml's file mounts and commands, for Ray's on-premise provider with one node at 127.0.0.1."""
-    cfg = {key: copy.deepcopy(cluster_yaml[key]) for key in TAKEN}
-    cfg.update(cluster_name=name, provider={"type": "local", "head_ip": "127.0.0.1", "worker_ips": []}, auth=auth)
-    return cfg
 
 
 def _timing(frame: pd.DataFrame) -> list[str]:
@@ -116,8 +104,7 @@ def test_ray_up_runs_a_grid_brings_it_home_and_resumes_on_a_new_head(node, canar
     workdir = node.root / "checkout"
     build_bundle(ROOT, workdir / BUNDLE_DIR, ROOT / "cluster.yaml")  # what the user runs before `ray up`
     ray = Launcher(node, workdir, config)
-    control = Path("/tmp") / f"ray_ssh_{hashlib.sha256(getpass.getuser().encode()).hexdigest()[:10]}" \
-        / hashlib.sha256(name.encode()).hexdigest()[:10]  # where Ray's ssh keeps this cluster's connections
+    control = control_dir(name)  # where Ray's ssh keeps this cluster's connections
     try:
         ray("up", "--yes", "--no-config-cache", str(config))
         running = " ".join(node.processes().values())
@@ -177,21 +164,11 @@ def test_ray_up_runs_a_grid_brings_it_home_and_resumes_on_a_new_head(node, canar
     assert node.processes() == {}
     # the launcher's ssh connections (kept open for reuse: ControlPersist) end with the node
     give_up = time.monotonic() + 120
-    while (node.client_processes() or _pids_naming(str(control))) and time.monotonic() < give_up:
+    while (node.client_processes() or pids_naming(str(control))) and time.monotonic() < give_up:
         time.sleep(0.5)
-    left = {**node.client_processes(), **{pid: "ssh control master" for pid in _pids_naming(str(control))}}
+    left = {**node.client_processes(), **{pid: "ssh control master" for pid in pids_naming(str(control))}}
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     shutil.rmtree(control, ignore_errors=True)
     assert left == {}, "processes of this cluster outlived `ray down` and the node"
 
-
-def _pids_naming(mark: str) -> list[int]:
-    found = []
-    for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
-        try:
-            if mark.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
-                found.append(pid)
-        except OSError:
-            continue
-    return found
