@@ -5,7 +5,7 @@ import pytest
 
 from raytune_fed.attacks import (
     balanced_sample, cluster_and_label, cooccurrence, leaf_mutual_information, partition_mutual_information,
-    privacy_leakage)
+    privacy_leakage, spectral_clusters)
 from raytune_fed.errors import ConfigError
 from raytune_fed.models.secureboost import PassiveView
 
@@ -33,6 +33,39 @@ def test_clusters_are_named_by_the_labels_of_known_members():
     blocks = (truth[:, None] == truth[None, :]).astype(float)
     predicted = cluster_and_label(blocks + np.eye(60), truth, 2, known_per_cluster=1, seed=0)
     assert np.array_equal(predicted, truth)
+
+
+def _disconnected_affinity(n_components: int, n: int, seed: int) -> np.ndarray:
+    """Co-occurrence shares of ``n`` rows over a few partitions that leave ``n_components`` groups apart."""
+    rng = np.random.default_rng(seed)
+    group = rng.integers(0, n_components, n)
+    sim = np.zeros((n, n))
+    for _ in range(3):
+        cell = group * 4 + rng.integers(0, 4, n)  # cells never cross a group
+        sim += cell[:, None] == cell[None, :]
+    return sim / 3 + np.eye(n), group
+
+
+def test_spectral_clusters_repeat_on_a_graph_in_many_pieces():
+    """Few trees leave the affinity graph in many components: the Laplacian's eigenvalue 0 repeats and ARPACK
+    (scikit-learn's solver) returned another basis of its eigenspace on each call with the same matrix and start
+    vector, so one view gave several eps_p.  The dense solver gives one answer."""
+    affinity, _ = _disconnected_affinity(30, 200, seed=1)
+    first = spectral_clusters(affinity, 2)
+    assert all(np.array_equal(first, spectral_clusters(affinity.copy(), 2)) for _ in range(10))
+    truth = np.arange(200) % 2
+    labelled = [cluster_and_label(affinity, truth, 2, 1, seed=3) for _ in range(5)]
+    assert all(np.array_equal(labelled[0], p) for p in labelled)
+
+
+def test_spectral_clusters_split_a_graph_of_as_many_components_as_clusters_into_them():
+    affinity, group = _disconnected_affinity(3, 150, seed=2)
+    labels = spectral_clusters(affinity, 3)
+    assert len({(g, l) for g, l in zip(group, labels)}) == 3  # each component is one cluster
+    lonely = np.ones((50, 50))  # one row apart from the rest: ARPACK put it with the others
+    lonely[0, 1:] = lonely[1:, 0] = 0.0
+    labels = spectral_clusters(lonely, 2)
+    assert labels[0] != labels[1] and len(set(labels[1:])) == 1
 
 
 def test_partitions_the_party_can_infer_include_complements():

@@ -6,8 +6,9 @@ tree, the finest partition of training rows it can infer.  On a class-balanced s
 
 1. similarity (eq. 3): ``sim(a, b)`` = share of the trees seen so far in which ``a`` and
    ``b`` fall in the same cell (plus the identity, so every row is similar to itself);
-2. scikit-learn's spectral clustering on ``sim`` (precomputed affinity, ``cluster_qr``
-   labelling) into as many clusters as classes;
+2. spectral clustering of ``sim`` into as many clusters as classes (scikit-learn's recipe:
+   the normalised Laplacian's eigenvectors of the smallest eigenvalues, ``cluster_qr``
+   labelling; :func:`spectral_clusters`);
 3. each cluster takes the label of one instance in it whose label the attacker knows
    (``known_per_cluster`` > 1: the majority of that many known labels, the stronger
    attacker of the authors' code).
@@ -19,12 +20,12 @@ nothing seen (every node kept local), the attacker can only guess: ``1 / n_class
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
-from sklearn.cluster import SpectralClustering
+import scipy.linalg
+from scipy.sparse import csgraph
 from threadpoolctl import threadpool_limits
 
 from raytune_fed._checks import check_int
@@ -57,20 +58,38 @@ def cooccurrence(cells: Sequence[np.ndarray], sample: np.ndarray) -> np.ndarray:
     return Z @ Z.T
 
 
+def spectral_clusters(affinity: np.ndarray, n_clusters: int) -> np.ndarray:
+    """Spectral clustering of a symmetric non-negative ``affinity`` into ``n_clusters`` labels.
+
+    scikit-learn's recipe (``SpectralClustering(affinity="precomputed",
+    assign_labels="cluster_qr")``): the eigenvectors of the normalised Laplacian's
+    ``n_clusters`` smallest eigenvalues, divided by the square roots of the degrees, labelled
+    by ``cluster_qr`` (Damle, Minden and Ying 2019).  The eigenvectors come from a dense
+    symmetric eigensolver (LAPACK ``syevr``) on one thread, not ARPACK: with few trees the
+    graph falls apart into many components and the eigenvalue 0 repeats, and ARPACK (scipy
+    1.17, scikit-learn's solver) then returned another basis of that eigenspace on every call
+    with the same matrix and start vector, so the same view gave another eps_p from one
+    trial to the next.  ``syevr`` gives the same basis for the same matrix, and the exact
+    one: a graph of ``n_clusters`` components is split into them (ARPACK missed a component
+    of one row).
+    """
+    affinity = np.asarray(affinity, dtype=np.float64)
+    with threadpool_limits(limits=1):
+        laplacian, sqrt_degree = csgraph.laplacian(affinity, normed=True, return_diag=True)
+        _, vectors = scipy.linalg.eigh(laplacian, subset_by_index=[0, n_clusters - 1], driver="evr")
+        embedding = vectors / sqrt_degree[:, None]
+        _, _, pivots = scipy.linalg.qr(embedding.T, pivoting=True)
+        u, _, vt = scipy.linalg.svd(embedding[pivots[:n_clusters], :].T)
+        return np.abs(embedding @ (u @ vt)).argmax(axis=1)
+
+
 def cluster_and_label(similarity: np.ndarray, true_labels: np.ndarray, n_classes: int, known_per_cluster: int,
                       seed: Seed) -> np.ndarray:
-    """Algorithm 2, lines 2-7: spectral clusters, each labelled from known instances in it.
-
-    The embedding runs on one BLAS / OpenMP thread: with few trees the affinity graph is not
-    connected, its Laplacian has repeated eigenvalues, and which eigenvectors come out then
-    depended on the number of threads (a Ray trial has one, a process on this machine two),
-    so the same view gave another eps_p in and out of Ray."""
+    """Algorithm 2, lines 2-7: spectral clusters (:func:`spectral_clusters`), each labelled from known
+    instances in it."""
     rng = as_generator(seed)
-    model = SpectralClustering(n_clusters=n_classes, affinity="precomputed", assign_labels="cluster_qr",
-                               random_state=seed_int(rng))
-    with warnings.catch_warnings(), threadpool_limits(limits=1):
-        warnings.simplefilter("ignore")  # "graph is not fully connected" is expected for few trees
-        clusters = model.fit_predict(similarity)
+    seed_int(rng)  # this draw seeded ARPACK's start vector; still drawn, so the known instances below are as before
+    clusters = spectral_clusters(similarity, n_classes)
     predicted = np.empty_like(true_labels)
     for c in np.unique(clusters):
         members = np.flatnonzero(clusters == c)
