@@ -1,6 +1,9 @@
 """The attacks on a site's operation (disk, restarts, ledger, request layout) against commit 8403454 and now.
 
-    python experiments/attacks_on_8403454.py --out experiments/measured/attacks_on_8403454.json
+    python experiments/attacks_on_8403454.py --kinds local,service --out experiments/measured/attacks_on_8403454.json
+    python experiments/attacks_on_8403454.py --kinds actor --out experiments/measured/attacks_on_8403454_actor.json
+    python experiments/attacks_on_8403454.py --kinds service --attacks parallel_bodies \
+        --out experiments/measured/attacks_on_8403454_bodies.json
 
 runs every attack of ``tests/site_life_attacks.py`` against the code of commit 8403454 (a
 temporary git worktree, ``experiments/_revisions.py``) and against this checkout, on the
@@ -47,7 +50,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_here(kinds) -> dict:
+def run_here(kinds, attacks) -> dict:
     import lifetime_attacks as la
     import site_life_attacks as sa
     from raytune_fed.federation import Policy, Site, SiteClient, self_signed_certificate
@@ -56,7 +59,7 @@ def run_here(kinds) -> dict:
     from raytune_fed.runtime import connect
 
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(TESTS)) if p)
-    ray = connect(num_cpus=2)  # a session of its own, whatever else runs Ray on this machine
+    ray = connect(num_cpus=2) if "actor" in kinds else None  # a session of its own, whatever else runs Ray here
     tls = self_signed_certificate(tempfile.mkdtemp(prefix="attack-tls-"))
     made, procs = [], []
 
@@ -68,6 +71,8 @@ def run_here(kinds) -> dict:
     results: dict = {}
 
     def record(name, kind, fn):
+        if attacks and not any(name.startswith(a) for a in attacks):
+            return
         start = time.perf_counter()
         try:
             out = fn()
@@ -178,6 +183,14 @@ def run_here(kinds) -> dict:
                                             la.deep_forest(800, 512))
 
             record("restart_mid_query", "service", restart)
+
+            def bodies():
+                t = target("service", limits={"max_request_bytes": 64 << 20})
+                transport = t.client._transport
+                return sa.parallel_bodies(transport.url, transport._token, transport.cafile, t.process.pid, 12,
+                                          64 << 20)
+
+            record("parallel_bodies", "service", bodies)
     finally:
         for t in made:
             for fn in t.cleanup:
@@ -189,7 +202,8 @@ def run_here(kinds) -> dict:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(timeout=60)
-        ray.shutdown()
+        if ray is not None:
+            ray.shutdown()
     return results
 
 
@@ -198,10 +212,12 @@ def main() -> None:
     parser.add_argument("--out", default="results/attacks_on_8403454.json")
     parser.add_argument("--here", action="store_true", help="run only on the package this interpreter imports")
     parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated deployments")
+    parser.add_argument("--attacks", default="", help="comma-separated attack names to run (default: all)")
     args = parser.parse_args()
+    attacks = tuple(a for a in args.attacks.split(",") if a)
     out = Path(args.out).resolve()
     if args.here:
-        results = run_here(tuple(args.kinds.split(",")))
+        results = run_here(tuple(args.kinds.split(",")), attacks)
         out.write_text(json.dumps({"results": results}, indent=2))
         return
     import subprocess
@@ -211,14 +227,16 @@ def main() -> None:
     load = os.getloadavg()
     cpu = os.times()
     with checkout(REVISION) as tree:
-        before = run_script(tree, __file__, ["--here", "--kinds", args.kinds])["results"]
+        before = run_script(tree, __file__, ["--here", "--kinds", args.kinds, "--attacks", args.attacks])["results"]
     now_file = Path(tempfile.mkdtemp()) / "now.json"
-    subprocess.run([sys.executable, __file__, "--here", "--kinds", args.kinds, "--out", str(now_file)], check=True)
+    subprocess.run([sys.executable, __file__, "--here", "--kinds", args.kinds, "--attacks", args.attacks, "--out",
+                    str(now_file)], check=True)
     now = json.loads(now_file.read_text())["results"]
     done = os.times()
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({
-        "command": "python experiments/attacks_on_8403454.py", "before": {"commit": REVISION, "results": before},
+        "command": f"python experiments/attacks_on_8403454.py --kinds {args.kinds}"
+                   + (f" --attacks {args.attacks}" if args.attacks else ""), "before": {"commit": REVISION, "results": before},
         "now": {"results": now},
         "site": "make_classification(160, 12, random_state=3), guard k = 5, query budget 40, 30 s per query; "
                 "lifetime budget 10 where the attack spends it; 0.5 s per query for costly_layouts",

@@ -400,3 +400,47 @@ def deep_forest(n_trees: int = 1500, depth: int = 512) -> Any:
                         "children_left": tile(left), "children_right": tile(right),
                         "feature": np.zeros(n * n_trees, dtype="<i4"), "threshold": np.full(n * n_trees, 1e9),
                         "value": np.tile(np.array([[1.0, 2.0]]), (n * n_trees, 1))})
+
+
+def linear(X: np.ndarray, weights: np.ndarray) -> tuple[Any, np.ndarray]:
+    """An elastic-net record predicting class 1 where ``weights . x`` exceeds its median over the
+    rows of ``X`` (half the rows each way), and those predictions."""
+    from raytune_fed.models import ModelRecord
+
+    score = X @ weights
+    cut = float(np.median(score))
+    record = ModelRecord("elastic_net", {"alpha": 0.5, "lambda": 1.0},
+                         {"keep": np.arange(X.shape[1], dtype="<i8"), "mean": np.zeros(X.shape[1]),
+                          "scale": np.ones(X.shape[1]), "coef": weights.astype(float), "intercept": np.array([-cut])})
+    return record, (score > cut).astype(int)
+
+
+def select_and_label(client: Any, X: np.ndarray, Y: np.ndarray) -> dict[str, Any]:
+    """Model selection as a decoder: the answers choose a model of the features, which then labels
+    every row.  Curator queries screen one median split per feature; the lockbox's final (exact, all
+    rows) scores linear models of the best features found; the best labels the rows (its complement
+    when its loss is above 1/2).  What any analyst learns by selecting a model on a site's answers,
+    bounded by how well the site's features predict its labels, not by the site's protection."""
+    sched, (lb_unit,), (cu_unit,) = schedule(lockbox_units=1, curator_units=1)
+    client.declare_schedule(sched)
+    centred = (X - np.median(X, axis=0)) / X.std(axis=0)
+    cur = client.open_session(cu_unit, "curator")
+    signs, strength = np.zeros(X.shape[1]), np.zeros(X.shape[1])
+    for j in range(X.shape[1]):
+        record, _ = linear(centred, np.eye(X.shape[1])[j])
+        try:
+            loss = cur.query(record).value
+        except QueryRefusedError:
+            continue
+        signs[j], strength[j] = (1.0 if loss < 0.5 else -1.0), abs(loss - 0.5)
+    order = np.argsort(-strength)
+    candidates = [linear(centred, np.where(np.isin(np.arange(X.shape[1]), order[:m]), signs * strength, 0.0))
+                  for m in range(1, 9)]
+    final, sent = largest_final(client.open_session(lb_unit, "lockbox"), candidates)
+    losses = [(v, pred) for (_, pred), v in zip(sent, final.values) if v is not None]
+    if not losses:
+        return {"accuracy": float(max(np.mean(Y), 1 - np.mean(Y))), "decoder": "majority guess"}
+    loss, pred = min(losses, key=lambda t: min(t[0], 1 - t[0]))
+    guess = pred if loss <= 0.5 else 1 - pred
+    return {"accuracy": float(np.mean(guess == Y)), "decoder": "selected model",
+            "majority": float(max(np.mean(Y), 1 - np.mean(Y))), "models_scored_by_lockbox": len(losses)}

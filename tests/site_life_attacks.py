@@ -145,16 +145,17 @@ def two_sites_one_ledger(start: Callable[[], Any], X: np.ndarray) -> dict[str, A
     """The owner starts the site twice on one ledger (a second service, a restart while the first
     still runs).  The attacker spends the budget on each that answers; the answers it got in all."""
     sched, _, (unit,) = schedule(curator_units=1)
-    answers, started = 0, 0
-    for i in range(2):
-        try:
-            client = start()
-        except Exception as exc:  # noqa: BLE001 - the second start refused: what the owner sees
-            return {"sites_started": started, "answers": answers, "second_start": f"{type(exc).__name__}"}
-        started += 1
+    clients = [start()]
+    try:
+        clients.append(start())
+        second = "started"
+    except Exception as exc:  # noqa: BLE001 - the second start refused: what the owner sees
+        second = type(exc).__name__
+    answers = 0
+    for i, client in enumerate(clients):
         client.declare_schedule(sched)
         answers += spend(client.open_session(unit, "curator"), X, seed=10 + i)
-    return {"sites_started": started, "answers": answers, "second_start": "started"}
+    return {"sites_started": len(clients), "answers": answers, "second_start": second}
 
 
 def rolled_back_ledger(start: Callable[[], Any], stop: Callable[[], None], ledger: Path, X: np.ndarray,
@@ -267,3 +268,44 @@ def costly_layouts(client: Any, pid: int | None, token: str) -> dict[str, Any]:
     out["aliased_bytes"] = {"message_bytes": len(message), "peak_memory_growth_bytes": peak_rss(pid) - before,
                             "cpu_seconds": round(cpu, 3), "reply": reply_code(reply)}
     return out
+
+
+def parallel_bodies(url: str, token: str, cafile: str | None, pid: int, n: int, nbytes: int) -> dict[str, Any]:
+    """``n`` connections each send a garbage body of ``nbytes`` (the site's largest) at once: the service
+    reads a body before the site (one request at a time) takes it, so every waiting body is held in
+    memory together.  The service's peak memory growth and what each connection got."""
+    import http.client
+    import ssl
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    body = b"\0" * nbytes
+    statuses: list[Any] = []
+    lock = threading.Lock()
+
+    def send() -> None:
+        try:
+            if parts.scheme == "https":
+                conn = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=600,
+                                                   context=ssl.create_default_context(cafile=cafile))
+            else:
+                conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=600)
+            conn.request("POST", "/call", body=body, headers={"Authorization": f"Bearer {token}",
+                                                              "Content-Type": "application/x-raytune-fed"})
+            response = conn.getresponse()
+            response.read()
+            status: Any = response.status
+            conn.close()
+        except Exception as exc:  # noqa: BLE001 - what the attacker saw
+            status = type(exc).__name__
+        with lock:
+            statuses.append(status)
+
+    before = peak_rss(pid)
+    threads = [threading.Thread(target=send, daemon=True) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=900)
+    return {"connections": n, "body_bytes": nbytes, "peak_memory_growth_bytes": peak_rss(pid) - before,
+            "statuses": {str(s): statuses.count(s) for s in set(statuses)}}

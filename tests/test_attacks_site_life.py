@@ -186,3 +186,43 @@ def test_a_message_cannot_make_the_site_hash_or_copy_its_bytes_many_times(make_t
     arrays, copies = result["aliased_arrays"], result["aliased_bytes"]
     assert arrays["reply"] == "malformed" and arrays["cpu_seconds"] <= 0.5 + 0.5, result
     assert copies["reply"] == "malformed" and copies["peak_memory_growth_bytes"] < 200 << 20, result
+
+
+@pytest.mark.process
+def test_parallel_bodies_do_not_pile_up_in_the_services_memory(make_target):
+    """Old: 12 connections each sending a 64 MiB body at once grew the service's peak memory by 650 MB
+    (every body read, then held while it waited for the site).  Now at most two bodies are read and
+    held at a time: 203 MB (``experiments/measured/attacks_on_8403454_bodies.json``)."""
+    t = make_target("service", limits={"max_request_bytes": 64 << 20})
+    transport = t.client._transport
+    result = sa.parallel_bodies(transport.url, transport._token, transport.cafile, t.process.pid, 12, 64 << 20)
+    assert result["statuses"] == {"200": 12}, result  # each a fixed refusal (garbage), none dropped
+    assert result["peak_memory_growth_bytes"] < 5 * (64 << 20), result
+
+
+def test_a_clock_set_back_or_forward_changes_nothing(tmp_path, monkeypatch):
+    """The attacker cannot move the site's clock, but an owner's machine can: budgets, sessions and
+    answers come from the ledger's order, never from the time written on its lines."""
+    import time
+
+    from attack_kit import balls
+
+    data = policy(tmp_path, budget={"answers": 6})
+    start, stop_all = _local_start(data)
+    sched, _, (unit,) = la.schedule(curator_units=1)
+    client = start()
+    client.declare_schedule(sched)
+    session = client.open_session(unit, "curator")
+    assert sa.spend(session, X, seed=1, limit=3) == 3
+    stop_all()
+    monkeypatch.setattr(time, "time", lambda: 1.0)  # the clock set back to 1970
+    client = start()
+    from raytune_fed.federation import SiteSession
+
+    again = SiteSession(client, session.ticket)
+    assert again.status().n_queries == 3 and again.query(balls(X[90:150])).n_rows == 128
+    stop_all()
+    monkeypatch.setattr(time, "time", lambda: 4e9)  # and forward to 2096
+    client = start()
+    assert sa.spend(SiteSession(client, session.ticket), X, seed=2) == 2  # 6 in all, whatever the clock says
+    stop_all()

@@ -12,6 +12,15 @@ reaches the process's standard streams: the handler turns every exception into a
 (``logging.getLogger("raytune_fed.federation")``), which ``raytune-fed site serve``
 writes to a rotated file in the site's directory (:func:`log_to`).
 
+The service's memory is bounded whoever connects: at most ``MAX_BODIES`` request bodies
+are read and held at a time (the site answers one request at a time, so a body read
+early would only wait in memory: ``n`` parallel bodies of the largest size would
+otherwise hold ``n`` times it).  A body must arrive at ``MIN_BYTES_PER_SECOND`` after a
+``BODY_GRACE`` of seconds, or its connection is closed (HTTP 408), so a slow sender holds
+a body slot only so long.  Connections are not capped (a thread each, as in the
+standard library): a deployment facing the open network bounds them in front of the
+service (a firewall or reverse proxy), as it would for any service.
+
 Why the standard library's ``http.server`` and not Ray Serve: the boundary's whole point
 is that the site shares no runtime with the analyst, and a plain process with one
 request handler has nothing to configure and nothing that deserialises Python objects;
@@ -28,6 +37,8 @@ import logging.handlers
 import os
 import socket
 import ssl
+import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Mapping
 
@@ -39,6 +50,9 @@ from raytune_fed.federation._transports import CONTENT_TYPE
 log = logging.getLogger("raytune_fed.federation")
 LOG_BYTES = 1 << 20
 LOG_BACKUPS = 3
+MAX_BODIES = 2
+MIN_BYTES_PER_SECOND = 1 << 16
+BODY_GRACE = 60.0
 
 
 def log_to(path: str | os.PathLike) -> logging.Handler:
@@ -121,8 +135,29 @@ class _Handler(BaseHTTPRequestHandler):
             return self._reply(411, b"length required\n", close=True)
         if int(length) > server.max_bytes:
             return self._reply(413, b"request too large\n", close=True)
-        body = self.rfile.read(int(length))
-        self._reply(200, server.site.call(body, analyst=analyst))
+        with server.bodies:
+            body = self._body(int(length))
+            if body is None:
+                return self._reply(408, b"request body too slow\n", close=True)
+            reply = server.site.call(body, analyst=analyst)
+        self._reply(200, reply)
+
+    def _body(self, n: int) -> bytes | None:
+        """The request body, or ``None`` if it does not arrive in time (see the module docstring)."""
+        give_up = time.monotonic() + BODY_GRACE + n / MIN_BYTES_PER_SECOND
+        buf = bytearray(n)
+        view, got = memoryview(buf), 0
+        while got < n:
+            left = give_up - time.monotonic()
+            if left <= 0:
+                return None
+            self.connection.settimeout(min(left, self.timeout))
+            read = self.rfile.readinto1(view[got:got + (1 << 20)])
+            if not read:
+                return None
+            got += read
+        self.connection.settimeout(self.timeout)
+        return bytes(buf)
 
     def do_GET(self) -> None:  # noqa: N802
         self._reply(405, b"only POST /call\n", close=True)
@@ -138,11 +173,13 @@ class _Handler(BaseHTTPRequestHandler):
 
 class SiteServer(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 64  # connections waiting to be accepted (the standard library's 5 resets a burst)
 
     def __init__(self, site: Any, address: tuple[str, int], tokens: Mapping[str, str], max_bytes: int) -> None:
         self.site = site
         self._auth = [(f"Bearer {token}".encode(), name) for name, token in tokens.items()]
         self.max_bytes = max_bytes
+        self.bodies = threading.BoundedSemaphore(MAX_BODIES)
         super().__init__(address, _Handler)
 
     def analyst_of(self, authorization: str) -> str | None:
