@@ -52,7 +52,8 @@ from raytune_fed.crypto import REFERENCE_OP_TIMES
 from raytune_fed.grid import Cell, CellResult, GridIncompleteError, InProcessExecutor, make_progress, run_cells
 from raytune_fed.metrics import hypervolume, pareto_mask
 from raytune_fed.store import ResultStore
-from raytune_fed.workflows.cmosb import OBJECTIVES, PARAMETERS, CMOSBSettings, feasible, hypervolume_by_generation, run_cmosb
+from raytune_fed.workflows.cmosb import (OBJECTIVES, PARAMETERS, CMOSBSettings, feasible, hypervolume_by_generation,
+                                        load_task, run_cmosb)
 
 VARIANTS = ("table4", "leakage_penalty", "leakage_domination", "cost_penalty", "cost_domination")
 CONSTRAINED = {"privacy_leakage": ("leakage_penalty", "leakage_domination"),
@@ -68,6 +69,15 @@ PAPER_FIGURES = {"privacy_leakage": "CMOSB grows faster in the first generations
                  "training_cost": "CMOSB passes MOSB after generation 10 and stays ahead; its front is better, most "
                                   "at low utility loss (Fig. 11b)"}
 REFERENCE = (1.0, 1.0, 1.0)
+COUNTS = ("encryptions", "decryptions", "additions", "products")
+
+
+def flood_share(frame: pd.DataFrame) -> dict[str, float]:
+    """The share of eps_c that the passive party's flooding adds: one addition per result ciphertext, and the
+    active party decrypts each result once, so floods = decryptions (plain and BFV count alike)."""
+    share = frame["decryptions"].to_numpy(dtype=float) * REFERENCE_OP_TIMES.addition / frame["training_cost"]
+    return {"n_rows": int(len(share)), "median": float(np.median(share)), "min": float(share.min()),
+            "max": float(share.max())}
 
 
 @dataclass(frozen=True)
@@ -155,7 +165,7 @@ def search_rows(cell: SeedCell, work: Path) -> tuple[pd.DataFrame, int] | None:
         return None
     from ray.tune import ExperimentAnalysis
 
-    run = next(r for r in plan(cell.settings(), binary=True) if r.method == "cmosb")
+    run = next(r for r in plan(cell.settings(), binary=load_task(cell.dataset).binary) if r.method == "cmosb")
     searcher = run.make_searcher()
     try:
         searcher.restore_from_dir(str(path))
@@ -170,7 +180,7 @@ def search_rows(cell: SeedCell, work: Path) -> tuple[pd.DataFrame, int] | None:
             continue
         rows.append({"method": "cmosb", "run": "cmosb", "generation": members[trial.trial_id][0],
                      "slot": members[trial.trial_id][1], **{k: m[f"x_{k}"] for k in PARAMETERS},
-                     **{k: m[k] for k in OBJECTIVES}})
+                     **{k: m[k] for k in OBJECTIVES}, **{k: m[k] for k in COUNTS}})
     history = searcher.core.population_history()
     frame = pd.DataFrame(rows)
     if not len(frame):
@@ -333,8 +343,7 @@ def plot(results: dict[str, Any], dataset: str, out_dir: Path) -> list[str]:
             what = "all evaluations so far" if kind == "so_far" else "current population"
             ax.set_title(f"{objective.replace('_', ' ')} <= {r['bound']:g}: {what}", fontsize=9)
             ax.legend(fontsize=8)
-    fig.suptitle(f"{dataset}: mean and standard deviation over seeds (a generation's mean is over the seeds that "
-                 "reached it)", fontsize=9)
+    fig.suptitle(f"{dataset}: mean ± sd over the seeds\nthat reached each generation", fontsize=9)
     fig.tight_layout()
     name = f"cmosb_seeds_{dataset}_figure10.png"
     fig.savefig(out_dir / name, dpi=110)
@@ -459,6 +468,10 @@ def main(argv: list[str] | None = None) -> None:
                     partial[cell.label] = reached
             searches.setdefault("mosb" if cell.variant == "table4" else cell.variant, {})[cell.run_seed] = frame
         report["searches_partial_generations"] = partial
+        every = [f for runs in searches.values() for f in runs.values()] + [f[f.method != "cmosb"]
+                                                                            for f in table.values()]
+        if every:
+            report["flood_share_of_training_cost"] = flood_share(pd.concat(every, ignore_index=True))
         results = {}
         for objective, (penalty, domination) in CONSTRAINED.items():
             if searches.get("mosb") and (searches.get(penalty) or searches.get(domination)):

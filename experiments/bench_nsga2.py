@@ -254,33 +254,33 @@ def main(argv: list[str] | None = None) -> dict:
     for name in problems:
         problem = Problem(name, args.n_var)
         for mode in modes:
-            for method in (METHODS if mode == "direct" else TUNE_METHODS):
-                for seed in seeds:
-                    if (name, mode, method, seed) in done:
-                        continue
-                    start = time.perf_counter()
-                    F = run_direct(problem, method, args.population, args.generations, seed) if mode == "direct" \
-                        else run_tune(problem, method, args.population, args.generations, seed,
-                                      Path(args.work).resolve())
-                    runs.append({"problem": name, "mode": mode, "method": method, "seed": seed, "n_evals": len(F),
-                                 "hv": hypervolume(F, problem.reference), "wall_s": time.perf_counter() - start})
-                    print(f"{name} {mode:6s} {method:17s} seed={seed:<10d} HV={runs[-1]['hv']:.4f}", flush=True)
-                    report = {"benchmark": "bench_nsga2",
-                              "settings": {k: v for k, v in vars(args).items() if k not in ("problems", "modes")},
-                              "population": args.population, "generations": args.generations,
-                              "evaluations": args.population * args.generations,
-                              "references": {p: list(r) for p, r in REFERENCES.items()},
-                              "paper_variation": PAPER_VARIATION, "seeds": seeds,
-                              "summary": summarise(runs, seeds), "runs": runs,
-                              "cpu_seconds_this_invocation": sum(os.times()[:4]) - sum(cpu0[:4]),
-                              "load_average": os.getloadavg(),
-                              "environment": {"python": platform.python_version(), "ray": ray.__version__,
-                                              "optuna": optuna.__version__, "pymoo": pymoo.__version__,
-                                              "machine": platform.machine()}}
-                    if name == "cmosb":
-                        report["cmosb_surrogate"] = problem.sample
-                    out_path.parent.mkdir(parents=True, exist_ok=True)
-                    out_path.write_text(json.dumps(report, indent=1))
+            # seed by seed, every method of a seed before the next: an interrupted run has paired seeds
+            for seed, method in ((s, m) for s in seeds for m in (METHODS if mode == "direct" else TUNE_METHODS)):
+                if (name, mode, method, seed) in done:
+                    continue
+                start = time.perf_counter()
+                F = run_direct(problem, method, args.population, args.generations, seed) if mode == "direct" \
+                    else run_tune(problem, method, args.population, args.generations, seed,
+                                  Path(args.work).resolve())
+                runs.append({"problem": name, "mode": mode, "method": method, "seed": seed, "n_evals": len(F),
+                             "hv": hypervolume(F, problem.reference), "wall_s": time.perf_counter() - start})
+                print(f"{name} {mode:6s} {method:17s} seed={seed:<10d} HV={runs[-1]['hv']:.4f}", flush=True)
+                report = {"benchmark": "bench_nsga2",
+                          "settings": {k: v for k, v in vars(args).items() if k not in ("problems", "modes")},
+                          "population": args.population, "generations": args.generations,
+                          "evaluations": args.population * args.generations,
+                          "references": {p: list(r) for p, r in REFERENCES.items()},
+                          "paper_variation": PAPER_VARIATION, "seeds": seeds,
+                          "summary": summarise(runs, seeds), "runs": runs,
+                          "cpu_seconds_this_invocation": sum(os.times()[:4]) - sum(cpu0[:4]),
+                          "load_average": os.getloadavg(),
+                          "environment": {"python": platform.python_version(), "ray": ray.__version__,
+                                          "optuna": optuna.__version__, "pymoo": pymoo.__version__,
+                                          "machine": platform.machine()}}
+                if name == "cmosb":
+                    report["cmosb_surrogate"] = problem.sample
+                out_path.parent.mkdir(parents=True, exist_ok=True)
+                out_path.write_text(json.dumps(report, indent=1))
     report = json.loads(out_path.read_text())
     for p, modes_ in report["summary"].items():
         for mode, cell in modes_.items():

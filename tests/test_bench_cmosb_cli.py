@@ -106,3 +106,22 @@ def test_table4_readings_scale_each_objective_as_stated():
     assert hv["own_rows"]["a"] == pytest.approx(1.0)
     # b's two points, natural: (0.4, 1, 0.8) adds nothing (cost at the reference); (0.3, 0.25, 0.9)
     assert hv["natural"]["b"] == pytest.approx(0.7 * 0.75 * 0.1)
+
+
+def test_figures_score_a_search_still_running_up_to_the_generations_it_completed():
+    seeds = _load("bench_cmosb_seeds")
+
+    def search(rows):  # rows: (generation, utility, cost, leakage); every member stays in the population
+        return pd.DataFrame([{"generation": g, "slot": i, "in_population_until": 9, "utility_loss": u,
+                              "training_cost": c, "privacy_leakage": p} for i, (g, u, c, p) in enumerate(rows)])
+
+    mosb = {0: search([(0, 0.5, 1.0, 0.5), (1, 0.1, 1.0, 0.5)]), 1: search([(0, 0.3, 1.0, 0.5), (1, 0.3, 1.0, 0.5)])}
+    penalty = {0: search([(0, 0.2, 1.0, 0.5)])}  # one generation so far
+    out = seeds.figures(mosb, {"leakage_penalty": penalty, "leakage_domination": {}}, "privacy_leakage", 0.6)
+    assert set(out["searches"]) == {"mosb", "leakage_penalty"}
+    assert out["searches"]["leakage_penalty"]["generations_reached"] == {"0": 1}
+    assert out["searches"]["mosb"]["so_far"]["n_seeds"] == [2, 2]
+    paired = out["searches"]["leakage_penalty"]["so_far_final_minus_mosb"]
+    # compared with MOSB at generation 1 (index 0), seed 0 only; utility scaled over [0.1, 0.5]
+    assert paired["seeds_compared"] == ["0"] and paired["at_generation"] == {"0": 1}
+    assert paired["per_seed"][0] == pytest.approx((1 - 0.25) - (1 - 1.0))
