@@ -10,15 +10,15 @@ processes themselves).  The bytes each structure takes were measured by
 rounded up:
 
 * a Gaussian process over ``n`` points holds about ``GP_BYTES_PER_PAIR * n**2`` bytes (the
-  pairs' squared differences per dimension, the kernel, its factor and inverse): RFMS's
-  ``n_init + n_iter`` per method, CMOSB's BO trials;
+  pairs' squared differences per dimension, the kernel, its factor and inverse; measured 56
+  bytes per pair with 3 parameters, 92 with 6): RFMS's ``n_init + n_iter`` per method;
 * NSGA-II's survival over a population of ``N`` holds about ``NSGA2_BYTES_PER_PAIR * N**2``
   bytes (pymoo's non-dominated sorting of parents and offspring): CMOSB's population;
 * the label-inference attack clusters ``n`` rows through ``n x n`` similarity matrices,
   ``ATTACK_BYTES_PER_PAIR * n**2`` bytes: CMOSB's attack sample;
 * a Tune trial costs the driver about ``TUNE_BYTES_PER_TRIAL`` bytes, an Optuna trial
-  ``OPTUNA_BYTES_PER_TRIAL``: CMOSB's population x generations and BO trials, the PU
-  supervised baseline's trials;
+  ``OPTUNA_BYTES_PER_TRIAL``: CMOSB's population x generations and BO trials (Optuna's TPE
+  through Tune), the PU supervised baseline's trials;
 * a local Ray session runs one worker process of about ``WORKER_BYTES`` per CPU.
 
 Memory is not the only cost: a budget near its bound can take days (a GP fit is cubic in
@@ -32,8 +32,8 @@ import os
 from dataclasses import dataclass
 from functools import lru_cache
 
-GP_BYTES_PER_PAIR = 64
-NSGA2_BYTES_PER_PAIR = 24
+GP_BYTES_PER_PAIR = 96
+NSGA2_BYTES_PER_PAIR = 32
 ATTACK_BYTES_PER_PAIR = 48
 TUNE_BYTES_PER_TRIAL = 64 * 1024
 OPTUNA_BYTES_PER_TRIAL = 8 * 1024
@@ -54,7 +54,7 @@ class Limits:
     """The bounds on this machine (see the module notes); ``memory_per_cpu`` is what they divide."""
 
     memory_per_cpu: int
-    max_points: int        # GP points: RFMS n_init + n_iter per method, CMOSB BO trials
+    max_points: int        # GP points: RFMS n_init + n_iter per method
     max_population: int    # NSGA-II population
     max_attack_sample: int
     max_tune_trials: int   # trials of one Tune run

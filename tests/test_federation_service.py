@@ -12,7 +12,7 @@ import pytest
 from attack_kit import stump
 from raytune_fed.cli import main
 from raytune_fed.errors import ConfigError, QueryRefusedError
-from raytune_fed.federation import SiteClient, load_site_directory
+from raytune_fed.federation import SiteClient, SiteSession, load_site_directory
 from site_targets import SCHEDULE, UNIT, X, Y, make_target, policy, start_service, tls  # noqa: F401
 
 
@@ -147,3 +147,30 @@ def test_a_service_session_travels_to_another_process(make_target):
     cur.status()  # opens this thread's connection
     copy = pickle.loads(pickle.dumps(cur))
     assert copy.query(stump(0, 0.0)).n_rows == 128 and cur.status().n_queries == 1
+
+
+@pytest.mark.process
+def test_a_stopped_service_says_what_it_kept_and_the_same_command_serves_on(tmp_path):
+    """SIGTERM (143) and Ctrl-C (130) end ``site serve`` with one line naming the site, its address and its
+    ledger; the same command serves on from that ledger: a session opened before the stop still answers."""
+    import signal
+
+    data = policy(tmp_path)
+    proc, url, token = start_service(tmp_path, data, None)
+    client = SiteClient.service(url, token=token)
+    client.declare_schedule(SCHEDULE)
+    session = client.open_session(UNIT, "curator")
+    assert session.query(stump(0, 0.0)).n_rows == 128
+    for sig, code, how in ((signal.SIGTERM, 143, "terminated (SIGTERM)"), (signal.SIGINT, 130, "interrupted")):
+        proc.send_signal(sig)
+        stdout, stderr = proc.communicate(timeout=60)
+        assert proc.returncode == code, stderr
+        assert stderr.strip().splitlines() == [
+            f"raytune-fed: {how}; site 's1' stopped serving on {url}; its ledger {data['ledger']} keeps every "
+            f"session and answer, and the same command serves on from them"], stderr
+        proc, url, token = start_service(tmp_path, data, None)  # the same command (a new port: --port 0)
+        session = SiteSession(SiteClient.service(url, token=token), session.ticket)
+        assert session.status().n_queries == 1
+    assert session.query(stump(1, 0.0)).n_rows == 128 and session.status().n_queries == 2
+    proc.terminate()
+    proc.communicate(timeout=60)

@@ -112,3 +112,19 @@ def test_cells_waiting_for_a_busy_site_node_leave_the_other_cpus_to_other_cells(
 def test_bad_demands(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         Demand(**kwargs)
+
+
+def test_the_sites_a_cell_queries_must_have_a_live_node_once_the_cluster_declares_them():
+    from raytune_fed.grid._placement import declared, needed_sites, why_sites_missing
+
+    totals = alive_totals(NODES)
+    demand = Demand(site="a", needs=("a", "b", "elsewhere"))
+    # site b's only node is dead and nobody declares "elsewhere": neither binds the cell (they run anywhere)
+    assert needed_sites(demand, totals) == ("site:a",)
+    assert declared(("site:a",), totals)
+    gone = [t for t in totals if "site:a" not in t]  # site a's node is lost
+    assert not declared(("site:a",), gone)
+    assert why_sites_missing(("site:a",), gone).startswith("no live node declares 'site:a', so the actor of a site "
+                                                            "this cell queries has nowhere to run")
+    with pytest.raises(ConfigError, match="needs must be a tuple of site names"):
+        Demand(needs=["a"])

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from raytune_fed.grid import Cell, Demand, GridIncompleteError, RayExecutor, run_cells
+from raytune_fed.grid import Cell, Demand, GridIncompleteError, ProgressLines, RayExecutor, run_cells
 from raytune_fed.random import as_generator
 from raytune_fed.store import ResultStore
 
@@ -90,10 +90,15 @@ def test_a_killed_worker_is_retried_and_every_cell_is_stored_once(ray_session, t
     jobs = [Job(x) for x in range(4)]
     killer = _kill_first_attempt(tmp_path, 0)
     store = ResultStore(tmp_path / "out")
-    result = run_cells(jobs, Work(str(tmp_path), wait_to_be_killed=0), store, RayExecutor(max_retries=2))
+    lines: list[str] = []
+    result = run_cells(jobs, Work(str(tmp_path), wait_to_be_killed=0), store, RayExecutor(max_retries=2),
+                       progress=ProgressLines(lines.append))
     killer.join(timeout=5)
     first, second = _attempts(tmp_path, 0)  # killed once (by pid), then retried in another process
     assert first != second
+    retried = [line for line in lines if "retrying it" in line]  # the retry is said, on one line
+    assert retried == [next(line for line in lines if line.startswith("job 0: its worker was lost (WorkerCrashedError"))]
+    assert retried[0].endswith("retrying it once a node can host it (retry 1 of 2)")
     assert [r.key for r in result.records] == [j.key for j in jobs] and len(store) == 4
     assert sorted(p.stem for p in store.units.glob("*.json")) == sorted(j.key for j in jobs)
     assert all(len(_attempts(tmp_path, x)) == 1 for x in (1, 2, 3)) and store.failed_keys() == set()

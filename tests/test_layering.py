@@ -13,7 +13,8 @@ import pytest
 
 # bottom-up; a module may import only modules of its own or a lower rank
 LAYERS = [
-    ["raytune_fed.errors", "raytune_fed._checks", "raytune_fed.types", "raytune_fed.random", "raytune_fed.cores"],
+    ["raytune_fed.errors", "raytune_fed._checks", "raytune_fed._limits", "raytune_fed.types", "raytune_fed.random",
+     "raytune_fed.cores"],
     ["raytune_fed.space", "raytune_fed.data", "raytune_fed.metrics"],
     ["raytune_fed.simulation"],
     ["raytune_fed.algorithms", "raytune_fed.models", "raytune_fed.crypto"],

@@ -89,11 +89,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         _say(f"error: {exc}")
         return 2
     except KeyboardInterrupt:
-        if _TERMINATED.is_set():
-            _say(f"terminated (SIGTERM); {kept}; run the same command again to resume")
-            return 143
-        _say(f"interrupted; {kept}; run the same command again to resume")
-        return 130
+        how = "terminated (SIGTERM)" if _TERMINATED.is_set() else "interrupted"
+        stopped = getattr(args, "stop_message", None)  # a service says what it kept (site serve, party serve)
+        _say(f"{how}; {stopped}" if stopped else f"{how}; {kept}; run the same command again to resume")
+        return 143 if _TERMINATED.is_set() else 130
     finally:
         if in_main:
             signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)

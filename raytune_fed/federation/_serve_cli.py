@@ -64,10 +64,13 @@ def check_listen_arguments(args: argparse.Namespace) -> None:
 
 
 def serve_until_stopped(party: Any, token: str | None, args: argparse.Namespace, banner: str, *,
-                        tokens: dict[str, str] | None = None, log_file: str | None = None) -> None:
+                        tokens: dict[str, str] | None = None, log_file: str | None = None, what: str = "the party",
+                        ledger: str | None = None) -> None:
     """Serve ``party`` with the listen arguments; print ``banner`` (``{url}`` filled in), write the URL file.
 
-    ``log_file``: where the party's log goes (rotated) while it serves.
+    ``log_file``: where the party's log goes (rotated) while it serves.  Ctrl-C or SIGTERM stop it:
+    the command line then says that ``what`` stopped, where, and what its ``ledger`` kept
+    (``args.stop_message``).
     """
     from raytune_fed.federation._service import log_to, serve
 
@@ -82,6 +85,9 @@ def serve_until_stopped(party: Any, token: str | None, args: argparse.Namespace,
 
             raise ConfigError(f"cannot write the log file {log_file!r}: {exc.strerror}") from None
     print(banner.format(url=server.url), flush=True)
+    kept = (f"its ledger {ledger} keeps every session and answer, and the same command serves on from them"
+            if ledger else "it kept no ledger: its sessions and answers are gone, and the same command starts afresh")
+    args.stop_message = f"{what} stopped serving on {server.url}; {kept}"
     if args.url_file:
         Path(args.url_file).write_text(server.url + "\n")
     try:
@@ -129,4 +135,5 @@ def run(args: argparse.Namespace) -> None:
     X, y = _load_data(args.data, args.target)
     site = Site(X, y, policy, owner_secret=owner)
     serve_until_stopped(site, None, args, f"site {policy.name!r} serving on {{url}} ({len(y)} rows, "
-                                          f"{site.n_features} features)", tokens=tokens, log_file=policy.log_file)
+                                          f"{site.n_features} features)", tokens=tokens, log_file=policy.log_file,
+                        what=f"site {policy.name!r}", ledger=policy.ledger)

@@ -94,11 +94,15 @@ class Demand:
     ``num_cpus`` CPUs and the custom ``resources`` (hard requirements); ``site`` names a
     data site whose node the cell should run on: it is pinned to nodes declaring
     ``site:<site>`` when the cluster has one, and runs anywhere when none does.
+    ``needs`` names the sites whose actors the cell queries: when the cluster declares
+    their ``site:<name>`` resources, the cell starts only while a live node declares each
+    (else it waits, at most the placement timeout, for the node to come back).
     """
 
     num_cpus: float = 1.0
     resources: Mapping[str, float] = field(default_factory=dict)
     site: str | None = None
+    needs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         check_float("num_cpus", self.num_cpus, 0.0)
@@ -107,6 +111,8 @@ class Demand:
                 raise ConfigError(f"resource names must be non-empty strings, got {name!r}")
             if check_float(f"resource {name!r}", amount, 0.0) <= 0.0:
                 raise ConfigError(f"resource {name!r} must be a positive amount, got {amount!r}")
+        if not isinstance(self.needs, tuple) or not all(isinstance(n, str) and n for n in self.needs):
+            raise ConfigError(f"needs must be a tuple of site names, got {self.needs!r}")
 
 
 @dataclass(frozen=True)

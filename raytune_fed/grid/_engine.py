@@ -137,7 +137,7 @@ def run_cells(cells: Sequence[Cell], run_cell: Callable[[Cell], Any], store: Res
     n_done = plan.n_done
     progress.start(name, len(cells), n_done, sum(float(c.cost) for c in todo), n_todo=len(todo),
                    n_skipped=plan.n_skipped)
-    outcomes = executor.run(todo, run_cell)
+    outcomes = executor.run(todo, run_cell, note=progress.note)
     usages: list[Usage] = []
     usage_keys: list[str] = []
     try:

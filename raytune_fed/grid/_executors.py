@@ -18,14 +18,17 @@ RunCell = Callable[[Cell], Any]
 
 
 class Executor(Protocol):
-    def run(self, cells: Sequence[Cell], run_cell: RunCell) -> Iterator[Outcome]:
-        """Run ``cells`` and yield one outcome each (see the module notes)."""
+    def run(self, cells: Sequence[Cell], run_cell: RunCell,
+            note: Callable[[str], None] | None = None) -> Iterator[Outcome]:
+        """Run ``cells`` and yield one outcome each (see the module notes); ``note`` tells what the
+        caller should know meanwhile (a cell retried after its worker died)."""
 
 
 class InProcessExecutor:
     """Runs cells one after another in this process (tests, debugging, small grids without Ray), one core each."""
 
-    def run(self, cells: Sequence[Cell], run_cell: RunCell) -> Iterator[Outcome]:
+    def run(self, cells: Sequence[Cell], run_cell: RunCell,
+            note: Callable[[str], None] | None = None) -> Iterator[Outcome]:
         for cell in cells:
             start, started, cpu = time.perf_counter(), time.time(), time.process_time()
             try:
@@ -36,3 +39,16 @@ class InProcessExecutor:
                 error = None
             usage = Usage(started, time.time(), time.process_time() - cpu)
             yield Outcome(cell, result, error, time.perf_counter() - start, usage)
+
+
+class Unplaceable:
+    """Runs nothing: reports every cell as ``unplaced`` with ``reason`` (a grid that found, before it
+    started, that none of its cells can be placed, e.g. a site of it that no live node declares)."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def run(self, cells: Sequence[Cell], run_cell: RunCell,
+            note: Callable[[str], None] | None = None) -> Iterator[Outcome]:
+        for cell in cells:
+            yield Outcome(cell, None, CellError("unplaced", "Unplaceable", self.reason), 0.0)

@@ -1,9 +1,10 @@
 """Where cells can run, from the resources each live node declares (pure: no Ray calls).
 
-The Ray executor reads the nodes with ``ray.nodes()`` and asks this module three things:
-what a cell requires (its demand with the site pin resolved), how many such cells the
-cluster can hold at once (:func:`capacity`, 0 means never), and, when that is 0, why
-(:func:`why_unplaceable`).  :class:`Slots` is the throttle: Ray lends a blocked task's CPU
+The Ray executor reads the nodes with ``ray.nodes()`` and asks this module what a cell
+requires (its demand with the site pin resolved), which sites it queries must have a live
+node (:func:`needed_sites`, :func:`declared`), how many such cells the cluster can hold at
+once (:func:`capacity`, 0 means never), and, when a cell cannot run, why
+(:func:`why_unplaceable`, :func:`why_sites_missing`).  :class:`Slots` is the throttle: Ray lends a blocked task's CPU
 to other tasks, so the executor keeps at most one running cell per CPU, and no more cells
 of one kind in flight than the nodes that can host them hold, so cells waiting for a busy
 site node never hold back cells that could run elsewhere.
@@ -38,6 +39,27 @@ def requirement(demand: Demand, totals: Sequence[Mapping[str, float]], offered: 
             declared.update(node)
         need.update(site_placement(demand.site, declared).get("resources", {}))
     return tuple(sorted(need.items()))
+
+
+def needed_sites(demand: Demand, totals: Sequence[Mapping[str, float]], offered: Sequence[str] = ()) -> tuple[str, ...]:
+    """The ``site:<name>`` resources of the sites a cell queries (``demand.needs``) that live nodes, or node
+    types the autoscaler can start (``offered``), declare when the grid starts: from then on some live node
+    must declare each, or the site's actor has nowhere to run and the cell waits (a site nobody declares
+    runs anywhere, as its actor does)."""
+    wanted = {f"site:{name}" for name in demand.needs}
+    return tuple(sorted(r for r in wanted if r in offered or any(node.get(r, 0.0) > 0 for node in totals)))
+
+
+def declared(resources: Sequence[str], totals: Sequence[Mapping[str, float]]) -> bool:
+    """Whether some live node declares each of ``resources``."""
+    return all(any(node.get(r, 0.0) > 0 for node in totals) for r in resources)
+
+
+def why_sites_missing(resources: Sequence[str], totals: Sequence[Mapping[str, float]]) -> str:
+    """Which of ``resources`` no live node declares (call when :func:`declared` is False)."""
+    missing = [r for r in resources if not any(node.get(r, 0.0) > 0 for node in totals)]
+    return (f"no live node declares {', '.join(repr(r) for r in missing)}, so the actor of a site this cell "
+            f"queries has nowhere to run (a site's rows stay on its own nodes)")
 
 
 def _fits(node: Mapping[str, float], need: Requirement) -> int:

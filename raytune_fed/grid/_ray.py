@@ -2,8 +2,10 @@
 
 * Each cell is a task holding ``cell.demand`` (one CPU by default; pinned to its site's
   node when one declares ``site:<name>``).  ``run_cell`` is shipped once (``ray.put``).
-* A worker process that dies (killed, out of memory, node lost) is retried up to
-  ``max_retries`` times by Ray; an exception raised by the cell is not retried (it would
+* A cell whose worker process dies (killed, out of memory, its node lost) is run again, up
+  to ``max_retries`` times, and each retry is reported (one line through ``note``): the
+  executor, not Ray, retries, so the cell goes back to its queue and starts again only
+  when a node can host it.  An exception raised by the cell is not retried (it would
   raise again) and is reported as the cell's failure.
 * At most one cell runs per CPU of the (possibly growing) cluster, and cells of one
   requirement never take more slots than their nodes hold (see ``_placement``).  The
@@ -19,8 +21,12 @@
   of its worker process, cores granted), from which :func:`~raytune_fed.grid.utilisation`
   computes how busy the cluster was.
 * A cell that no live node can host (a resource nobody declares, site nodes without
-  enough CPUs, its node gone) waits ``placement_timeout`` seconds for the cluster to
-  change and is then reported as ``unplaced`` with the reason; the other cells go on.
+  enough CPUs, its node gone), or one that queries a site whose node is gone (its
+  ``demand.needs``: the site's actor has nowhere to run, and Ray restarts it only on a
+  node declaring its ``site:<name>``), waits ``placement_timeout`` seconds for the cluster
+  to change and is then reported as ``unplaced`` with the reason; the other cells go on.
+  A running cell waits inside for a restarting site actor, and is cancelled once that
+  site has had no node for ``placement_timeout`` seconds.
 """
 
 from __future__ import annotations
@@ -28,7 +34,8 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from typing import Any, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
 
 from raytune_fed._checks import check_float, check_int
 from raytune_fed.cluster import node_groups, offered_resources
@@ -37,8 +44,8 @@ from raytune_fed.cores import granted_cores
 from raytune_fed.grid._cell import Cell, CellError, Outcome, Usage, as_result
 from raytune_fed.grid._grants import Running, share_cores
 from raytune_fed.grid._executors import RunCell
-from raytune_fed.grid._placement import (Requirement, Slots, alive_totals, autoscaler_request, capacity, requirement,
-                                         why_unplaceable)
+from raytune_fed.grid._placement import (Requirement, Slots, alive_totals, autoscaler_request, capacity, declared,
+                                         needed_sites, requirement, why_sites_missing, why_unplaceable)
 
 _MAX_BUNDLES = 1000
 MAX_RETRIES = 100
@@ -90,7 +97,10 @@ class _GrantReader:
         now = time.time()
         if now - self.asked >= self.refresh:
             self.asked = now
-            cores = int(ray.get(self.grants.cores_of.remote(self.key)))
+            try:
+                cores = int(ray.get(self.grants.cores_of.remote(self.key)))
+            except Exception:  # the grant actor is gone: keep what the cell holds
+                return self.cores
             if cores != self.cores:
                 self.core_seconds += self.cores * (now - self.since)
                 self.cores, self.since, self.most = cores, now, max(self.most, cores)
@@ -151,32 +161,39 @@ class RayExecutor:
         self.long_tail = long_tail
         self.grant_refresh = check_float("grant_refresh", grant_refresh, 0.0)
 
-    def run(self, cells: Sequence[Cell], run_cell: RunCell) -> Iterator[Outcome]:
+    def run(self, cells: Sequence[Cell], run_cell: RunCell,
+            note: Callable[[str], None] | None = None) -> Iterator[Outcome]:
         if not cells:
             return
         import ray
 
         if not ray.is_initialized():
             raise ConfigError("RayExecutor needs a connected Ray session (raytune_fed.runtime.connect())")
-        task = ray.remote(max_retries=self.max_retries, retry_exceptions=False)(_run_one)
+        note = note or (lambda message: None)
+        task = ray.remote(max_retries=0, retry_exceptions=False)(_run_one)  # retries are ours: see _retriable
         shipped = ray.put(run_cell)
         grants = None
         if self.long_tail and any(cell.max_parallelism > 1 for cell in cells):
-            grants = ray.remote(num_cpus=0)(_Grants).remote()
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+            grants = ray.remote(num_cpus=0)(_Grants).options(scheduling_strategy=here).remote()  # dies with us only
         granted: dict[str, int] = {}
         totals = alive_totals(ray.nodes())
         offered = offered_resources()  # site nodes the autoscaler can start: their cells wait for them
-        queues: dict[Requirement, deque[tuple[int, Cell]]] = {}
+        queues: dict[_Key, deque[tuple[int, Cell]]] = {}
         for index, cell in enumerate(cells):  # site pins are resolved once, when the grid starts
-            queues.setdefault(requirement(cell.demand, totals, offered), deque()).append((index, cell))
+            key = (requirement(cell.demand, totals, offered), needed_sites(cell.demand, totals, offered))
+            queues.setdefault(key, deque()).append((index, cell))
         slots = Slots()
-        running: dict[Any, tuple[Cell, Requirement, float]] = {}
-        blocked_since: dict[Requirement, float] = {}
+        running: dict[Any, _Running] = {}
+        blocked_since: dict[_Key, float] = {}
+        retries: dict[str, int] = {}
         groups = node_groups()  # the node types the autoscaler can start: ask only for what they can hold
         asked = -1
         try:
             while any(queues.values()) or running:
-                backlog = [need for need, q in queues.items() for _ in q] + [n for _, n, _ in running.values()]
+                backlog = [need for (need, _), q in queues.items() for _ in q] + [r.key[0] for r in running.values()]
                 if len(backlog) != asked:  # the cluster's shape follows the cells left: idle nodes can go
                     _ask_autoscaler(autoscaler_request(backlog, groups, _MAX_BUNDLES))
                     asked = len(backlog)
@@ -187,16 +204,18 @@ class RayExecutor:
                         self._lend(grants, granted, running)
                     except Exception:  # the grant actor is gone: the cells go on with what they hold
                         grants = None
-                while True:  # submit in the given order among the requirements that have room
-                    heads = [(q[0][0], need) for need, q in queues.items() if q and slots.fits(need, totals)]
+                while True:  # submit in the given order among the cells that have room and their sites
+                    heads = [(q[0][0], key) for key, q in queues.items()
+                             if q and slots.fits(key[0], totals) and declared(key[1], totals)]
                     if not heads:
                         break
-                    need = min(heads)[1]
-                    _, cell = queues[need].popleft()
+                    key = min(heads)[1]
+                    index, cell = queues[key].popleft()
+                    need = key[0]
                     options: dict[str, Any] = {"num_cpus": dict(need).get("CPU", 0.0),
                                                "resources": {r: a for r, a in need if r != "CPU"}}
                     ref = task.options(**options).remote(shipped, cell, grants, self.grant_refresh)
-                    running[ref] = (cell, need, time.perf_counter())
+                    running[ref] = _Running(cell, key, index, time.perf_counter())
                     slots.add(need)
                 if not running:
                     time.sleep(self.poll_seconds)
@@ -205,13 +224,21 @@ class RayExecutor:
                 if ready:
                     ready, _ = ray.wait(list(running), num_returns=len(running), timeout=0)
                 for ref in ready:
-                    cell, need, submitted = running.pop(ref)
-                    slots.remove(need)
+                    entry = running.pop(ref)
+                    cell = entry.cell
+                    slots.remove(entry.key[0])
                     granted.pop(cell.key, None)
                     try:
                         result, seconds, usage = ray.get(ref)
-                    except Exception as exc:  # the cell raised, or its worker died beyond the retries
-                        yield Outcome(cell, None, _error(exc), time.perf_counter() - submitted)
+                    except Exception as exc:  # the cell raised, or its worker (or node) died
+                        lost = _retriable(exc)
+                        if lost and retries.get(cell.key, 0) < self.max_retries:
+                            retries[cell.key] = retries.get(cell.key, 0) + 1
+                            note(f"{cell.label}: {lost}; retrying it once a node can host it (retry "
+                                 f"{retries[cell.key]} of {self.max_retries})")
+                            queues[entry.key].appendleft((entry.index, cell))
+                            continue
+                        yield Outcome(cell, None, _error(exc), time.perf_counter() - entry.submitted)
                     else:
                         yield Outcome(cell, result, None, seconds, usage)
         finally:  # an interrupt, or the caller closed us.  Running cells are left alone: the driver's
@@ -226,7 +253,7 @@ class RayExecutor:
         import ray
 
         where = ray.get(grants.where.remote())
-        cells = [cell for cell, _, _ in running.values()]
+        cells = [entry.cell for entry in running.values()]
         if any(cell.key not in where for cell in cells):
             return  # a cell has not said where it runs yet: its node's free cores are unknown
         node_cpus = {n["NodeID"]: float((n.get("Resources") or {}).get("CPU", 0.0))
@@ -242,25 +269,71 @@ class RayExecutor:
 
     def _expire(self, queues: dict, running: dict, slots: Slots, blocked_since: dict,
                 totals: list) -> Iterator[Outcome]:
-        """Report the cells no live node has been able to host for ``placement_timeout`` seconds."""
+        """Report the cells that have had no live node to run on, or no live node for a site they query,
+        for ``placement_timeout`` seconds (running ones that wait for such a site are cancelled)."""
         import ray
 
         now = time.perf_counter()
-        for need in {*(n for n, q in queues.items() if q), *(n for _, n, _ in running.values())}:
-            if capacity(need, totals) > 0:
-                blocked_since.pop(need, None)
+        for key in {*(k for k, q in queues.items() if q), *(entry.key for entry in running.values())}:
+            need, sites = key
+            if capacity(need, totals) > 0 and declared(sites, totals):
+                blocked_since.pop(key, None)
                 continue
-            waited = now - blocked_since.setdefault(need, now)
+            waited = now - blocked_since.setdefault(key, now)
             if waited < self.placement_timeout:
                 continue
+            why = why_unplaceable(need, totals) if capacity(need, totals) == 0 else why_sites_missing(sites, totals)
             error = CellError("unplaced", "Unplaceable",
-                              f"no node can run this cell: {why_unplaceable(need, totals)}; waited {waited:.0f} s "
-                              f"(placement_timeout)")
-            while queues.get(need):
-                _, cell = queues[need].popleft()
+                              f"no node can run this cell: {why}; waited {waited:.0f} s (placement_timeout)")
+            while queues.get(key):
+                _, cell = queues[key].popleft()
                 yield Outcome(cell, None, error, 0.0)
-            for ref in [r for r, (_, n, _) in running.items() if n == need]:
-                cell, _, submitted = running.pop(ref)
+            for ref in [r for r, entry in running.items() if entry.key == key]:
+                entry = running.pop(ref)
                 slots.remove(need)
-                ray.cancel(ref)  # it is waiting for a node, not running
-                yield Outcome(cell, None, error, now - submitted)
+                ray.cancel(ref)  # waiting for a node, or inside for a site's actor that cannot start
+                yield Outcome(entry.cell, None, error, now - entry.submitted)
+
+
+_Key = tuple  # (Requirement, the site resources the cell's queries need declared somewhere)
+
+
+@dataclass(frozen=True)
+class _Running:
+    cell: Cell
+    key: _Key
+    index: int
+    submitted: float
+
+
+def wait_for_declared(resources: Sequence[str], timeout: float, note: Callable[[str], None] | None = None,
+                      poll: float = 1.0) -> list[str]:
+    """Wait up to ``timeout`` seconds until some live node declares each of ``resources``; the ones
+    still missing then (empty: all there)."""
+    import ray
+
+    give_up = time.monotonic() + timeout
+    told = False
+    while True:
+        totals = alive_totals(ray.nodes())
+        missing = [r for r in resources if not declared([r], totals)]
+        if not missing or time.monotonic() >= give_up:
+            return missing
+        if not told and note is not None:
+            note(f"no live node declares {', '.join(repr(r) for r in missing)}: waiting up to {timeout:.0f} s "
+                 f"(placement timeout) for one")
+            told = True
+        time.sleep(poll)
+
+
+def _retriable(exc: BaseException) -> str | None:
+    """What was lost when a cell failed for a reason other than its own code (its worker process or node
+    died, it was killed for memory): then it is run again.  None for an exception the cell raised."""
+    from ray import exceptions as rx
+
+    lost = (rx.WorkerCrashedError, rx.NodeDiedError, rx.LocalRayletDiedError, rx.OutOfMemoryError,
+            rx.ObjectLostError, rx.RaySystemError)
+    if isinstance(exc, lost):
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return f"its worker was lost ({type(exc).__name__}{': ' + first[:160] if first else ''})"
+    return None

@@ -100,4 +100,4 @@ def run(args: argparse.Namespace) -> None:
                          owner_secret=owner, max_bins=args.max_bins,
                          bin_privacy=args.bin_privacy if args.bin_privacy > 0 else None)
     serve_until_stopped(party, token, args, f"party {args.name!r} serving on {{url}} ({X.shape[0]} rows, "
-                                            f"{X.shape[1]} features)")
+                                            f"{X.shape[1]} features)", what=f"party {args.name!r}", ledger=args.ledger)

@@ -22,7 +22,8 @@ import pandas as pd
 from raytune_fed._checks import check_int, check_unique
 from raytune_fed.errors import ConfigError
 from raytune_fed.grid import (
-    CellResult, Progress, RayExecutor, check_grid_size, check_retry_options, plan_cells, run_cells)
+    CellResult, Progress, RayExecutor, Unplaceable, check_grid_size, check_retry_options, plan_cells, run_cells,
+    wait_for_declared)
 from raytune_fed.runtime import check_address, check_num_cpus
 from raytune_fed.store import ResultStore, write_atomic
 from raytune_fed.workflows.rfms._sites import SiteHandles, plan_sites, run_with_sites, start_sites
@@ -72,8 +73,10 @@ def check_site_bounds(settings: RFMSSettings, plan: Any) -> None:
 
 
 def build_grid(settings: RFMSSettings, *, n_sites: int, learners: Sequence[str], n_reps: int,
-               n_pairs: int | None = None, site_names: Sequence[str] = ()) -> list[ExperimentSpec]:
-    """Every (openbox, lockbox) pair (or ``n_pairs`` of them) x replications x learners."""
+               n_pairs: int | None = None, site_names: Sequence[str] = (),
+               site_actors: bool = True) -> list[ExperimentSpec]:
+    """Every (openbox, lockbox) pair (or ``n_pairs`` of them) x replications x learners (``site_actors``:
+    the cells query sites that are Ray actors)."""
     from raytune_fed.simulation import role_assignments
 
     learners = _check_learners(learners)
@@ -84,7 +87,8 @@ def build_grid(settings: RFMSSettings, *, n_sites: int, learners: Sequence[str],
         roles = _spread(roles, n_pairs)
     check_grid_size(len(roles) * n_reps * len(learners),
                     f"{len(roles)} openbox/lockbox pairs x {n_reps} replications x {len(learners)} learners")
-    return [ExperimentSpec(settings, r.openbox, r.lockbox, tuple(r.curators), rep, learner, tuple(site_names))
+    return [ExperimentSpec(settings, r.openbox, r.lockbox, tuple(r.curators), rep, learner, tuple(site_names),
+                           site_actors)
             for rep in range(n_reps) for r in roles for learner in learners]
 
 
@@ -128,6 +132,48 @@ class RunCell:
                           [{**{k: r[k] for k in TIMING_COLUMNS if k in r}, **measured} for r in rows])
 
 
+PLACEMENT_FILE = "placement.json"
+
+
+def pin_sites(out: str | Path, site_names: Sequence[str], placement_timeout: float,
+              progress: Progress | None = None) -> list[str]:
+    """Decide, on the connected cluster, whether the grid's site actors are pinned to their nodes; the
+    ``site:<name>`` resources that must be declared but are not (after waiting ``placement_timeout``).
+
+    A grid is pinned when a node declares ``site:<name>`` for any of its sites (a live node, or a
+    node type the autoscaler can start), or when an earlier run of it was (``OUT/placement.json``
+    remembers): then every site's actor, and every cell whose openbox it is, may run only on a
+    node declaring that site, so a site no node declares makes every cell unplaceable instead of
+    moving its rows elsewhere.  Otherwise (a laptop, an unlabelled cluster) sites and cells run on
+    any node.  A site only the autoscaler offers is not waited for here: its actor's demand is
+    what makes the autoscaler start its node.
+    """
+    from raytune_fed.runtime import declared_resources
+
+    path = Path(out) / PLACEMENT_FILE
+    wanted = [f"site:{name}" for name in site_names]
+    declared = declared_resources()
+    recorded: list[str] = []
+    if path.exists():
+        try:
+            recorded = json.loads(path.read_text())["pinned"]
+            if not isinstance(recorded, list) or not all(isinstance(r, str) for r in recorded):
+                raise TypeError("'pinned' is not a list of resource names")
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"{path} is not a placement record (damaged?): {exc}; delete it to let the grid "
+                              f"decide again from the nodes' resources") from None
+    if not recorded and not any(declared.get(r, 0.0) > 0 for r in wanted):
+        return []  # nothing declares this grid's sites: they run anywhere
+    pinned = sorted(set(recorded) | set(wanted))
+    if pinned != recorded:
+        write_atomic(path, lambda p: Path(p).write_text(json.dumps({"pinned": pinned}, indent=1)))
+    from raytune_fed.cluster import offered_resources
+
+    offered = offered_resources()
+    return wait_for_declared([r for r in pinned if r not in offered], placement_timeout,
+                             progress.note if progress is not None else None)
+
+
 def run_grid(settings: RFMSSettings, *, learners: Sequence[str], n_reps: int = 1, n_pairs: int | None = None,
              out: str | Path, address: str | None = None, num_cpus: int | None = None,
              progress: Progress | None = None, recompute_damaged: bool = False, placement_timeout: float = 600.0,
@@ -163,7 +209,7 @@ def run_grid(settings: RFMSSettings, *, learners: Sequence[str], n_reps: int = 1
     plan = plan_sites(settings)
     check_site_bounds(settings, plan)
     specs = build_grid(settings, n_sites=len(plan.site_names), learners=learners, n_reps=n_reps, n_pairs=n_pairs,
-                       site_names=plan.site_names)
+                       site_names=plan.site_names, site_actors=sites == "actor")
     if isinstance(sites, Path):
         remote_sites(plan, sites)  # the file is checked before Ray starts
     run_cell, started, n_cores = None, None, 0
@@ -173,10 +219,17 @@ def run_grid(settings: RFMSSettings, *, learners: Sequence[str], n_reps: int = 1
 
             connect(address, num_cpus)
             n_cores = int(ray.cluster_resources().get("CPU", 0))
-        workdir = Path(out) / "sites" / time.strftime("%Y%m%dT%H%M%S")
-        started = start_sites(plan, settings, grid_schedule(specs), sites=sites, n_learners=len(set(learners)),
-                              workdir=workdir, max_retries=max_retries)
-        run_cell = RunCell(started.handles)
+            missing = pin_sites(out, plan.site_names, placement_timeout, progress) if sites == "actor" else []
+            if missing:
+                executor = Unplaceable(
+                    f"no live node declares {', '.join(repr(r) for r in missing)}: this grid's sites are pinned to "
+                    f"the nodes that declare them (recorded in {Path(out) / PLACEMENT_FILE}), so their rows never "
+                    f"go to another node; waited {placement_timeout:.0f} s (placement_timeout)")
+        if not isinstance(executor, Unplaceable):
+            workdir = Path(out) / "sites" / time.strftime("%Y%m%dT%H%M%S")
+            started = start_sites(plan, settings, grid_schedule(specs), sites=sites, n_learners=len(set(learners)),
+                                  workdir=workdir, max_retries=max_retries)
+            run_cell = RunCell(started.handles)
     try:
         result = run_cells(specs, run_cell, store, executor, recompute_damaged=recompute_damaged, progress=progress,
                            name="rfms")

@@ -76,6 +76,7 @@ class ExperimentSpec(Cell):
     replication: int
     learner: str
     site_names: tuple[str, ...] = field(default=())
+    site_actors: bool = field(default=True, compare=False)  # the sites are Ray actors (not services)
 
     def config(self) -> dict:
         return {**asdict(self.settings), "openbox": self.openbox, "lockbox": self.lockbox,
@@ -102,8 +103,11 @@ class ExperimentSpec(Cell):
 
     @property
     def demand(self) -> Demand:
-        """One CPU, on the openbox site's node when the cluster has one (its data stays there)."""
-        return Demand(site=self.site_name(self.openbox))
+        """One CPU, on the openbox site's node when the cluster has one (its data stays there); it queries
+        the lockbox and the curators, whose actors need their nodes."""
+        return Demand(site=self.site_name(self.openbox),
+                      needs=tuple(self.site_name(i) for i in (self.lockbox, *self.curators)) if self.site_actors
+                      else ())
 
     @property
     def max_parallelism(self) -> int:

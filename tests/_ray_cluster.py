@@ -1,0 +1,85 @@
+"""A real multi-node Ray cluster on this machine, made with ``ray start`` (head + nodes), for fault tests.
+
+Every node is a ``ray start --block`` process in a session of its own, so killing a node kills
+its whole process group (raylet, object store, workers) and nothing else; the cluster uses free
+ports and its own authentication token, so it never meets another Ray session on the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+RAY = str(Path(sys.executable).with_name("ray"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LocalCluster:
+    """``LocalCluster(head_resources)``; ``add(name, resources)``, ``kill(name)``, ``env`` for drivers,
+    ``close()`` (kills every process group it started)."""
+
+    def __init__(self, head_cpus: int = 1, head_resources: dict[str, float] | None = None,
+                 logs: str | os.PathLike | None = None) -> None:
+        self.env = dict(os.environ, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(16),
+                        RAY_health_check_period_ms="1000", RAY_health_check_failure_threshold="3")
+        self.env.pop("RAY_ADDRESS", None)
+        self.logs = Path(logs) if logs else None
+        self.nodes: dict[str, subprocess.Popen] = {}
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self._start("head", ["--head", f"--port={self.port}", "--include-dashboard=false",
+                             "--disable-usage-stats"], head_cpus, head_resources)
+        self.wait_for_nodes(1)
+
+    def _start(self, name: str, how: list[str], cpus: int, resources: dict[str, float] | None) -> None:
+        out = open(self.logs / f"{name}.log", "ab") if self.logs else subprocess.DEVNULL
+        self.nodes[name] = subprocess.Popen(
+            [RAY, "start", *how, f"--num-cpus={cpus}", "--resources", json.dumps(resources or {}), "--block"],
+            env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def add(self, name: str, cpus: int, resources: dict[str, float]) -> None:
+        """Start node ``name`` (``ray start --address``) and wait until the cluster has it."""
+        before = len(self.alive())
+        self._start(name, [f"--address={self.address}"], cpus, resources)
+        self.wait_for_nodes(before + 1)
+
+    def kill(self, name: str) -> None:
+        """SIGKILL node ``name``: its raylet, object store and workers, as a machine that dies."""
+        proc = self.nodes.pop(name)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+    def alive(self) -> list[dict[str, Any]]:
+        """The live nodes' resources, as the GCS sees them (read by a short-lived driver)."""
+        code = ("import json, ray; ray.init(address='%s', logging_level='ERROR'); "
+                "print(json.dumps([n['Resources'] for n in ray.nodes() if n['Alive']]))" % self.address)
+        out = subprocess.run([sys.executable, "-c", code], env=self.env, capture_output=True, text=True,
+                             timeout=300)
+        return json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 and out.stdout.strip() else []
+
+    def wait_for_nodes(self, n: int, limit: float = 300.0) -> None:
+        give_up = time.monotonic() + limit
+        while len(self.alive()) < n:
+            if time.monotonic() > give_up:
+                raise RuntimeError(f"the cluster did not reach {n} live nodes within {limit:.0f} s")
+            time.sleep(1.0)
+
+    def close(self) -> None:
+        for name in list(self.nodes):
+            try:
+                self.kill(name)
+            except ProcessLookupError:
+                pass
