@@ -105,6 +105,19 @@ def test_a_search_that_selected_nothing_is_counted_apart_not_averaged():
     assert t4["exp"]["mean"] is None and (t4["exp"]["n"], t4["exp"]["n_no_selection"]) == (0, 2)
 
 
+def test_a_stored_row_that_selected_nothing_passes_the_cell_checks_only_with_its_reason():
+    from raytune_fed.workflows.pu._grid import PUCell
+
+    cell = PUCell("titanic", 0.05, 2, "ode", "ipm", "exp", True, settings=PUGridSettings(datasets=("titanic",)))
+    row = {"dataset": "titanic", "c": 0.05, "rep": 2, "method": "ode", "variant": cell.variant, "evaluator": "ipm",
+           "schedule": "exp", "control_variate": True, "test_auc": float("nan"), "true_prior": 0.3, "prior": 0.7,
+           "rows_used": 0, "n_train": 1156, "n_labelled": 19, "no_selection": "every job failed (613 discarded)"}
+    assert cell.check_rows([row]) is None
+    assert "not a finite number in [0, 1]" in cell.check_rows([{**row, "no_selection": None}])
+    assert "only an ODE search that selected nothing" in cell.check_rows([{**row, "test_auc": 0.7}])
+    assert cell.check_rows([{**row, "test_auc": 0.7, "no_selection": None}]) is None
+
+
 def test_report_page_holds_every_table_and_a_figure_per_dataset(tmp_path):
     page = write_report(tmp_path, _frame())
     assert page == tmp_path / "index.html"

@@ -17,6 +17,7 @@ and ODE's first round (one row per configuration under the sample budget).
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from itertools import product
@@ -173,7 +174,8 @@ class PUCell(Cell):
         return _COST[self.method]
 
     def check_rows(self, rows) -> str | None:
-        """One row with this cell's coordinates, a test AUC in [0, 1] and finite counts and priors."""
+        """One row with this cell's coordinates, a test AUC in [0, 1] (NaN beside the reason for an ODE search that
+        selected nothing) and finite counts and priors."""
         from raytune_fed.grid._rowchecks import identity_problem, number_problem
 
         if len(rows) != 1:
@@ -182,12 +184,25 @@ class PUCell(Cell):
         checks = [identity_problem(row, {"dataset": self.dataset, "c": self.c, "rep": self.rep, "method": self.method,
                                          "variant": self.variant, "evaluator": self.evaluator,
                                          "schedule": self.schedule, "control_variate": self.control_variate}),
-                  number_problem("test_auc", row.get("test_auc"), 0.0, 1.0),
+                  _test_auc_problem(row, self.method),
                   number_problem("true_prior", row.get("true_prior"), 0.0, 1.0),
                   number_problem("prior", row.get("prior"), 0.0, 1.0, optional=True)]
         checks += [number_problem(name, row.get(name), 0, float("inf"), integer=True)
                    for name in ("rows_used", "n_train", "n_labelled")]
         return next((problem for problem in checks if problem), None)
+
+
+def _test_auc_problem(row: dict, method: str) -> str | None:
+    """A test AUC in [0, 1]; or, for an ODE search that selected nothing, NaN beside its reason."""
+    from raytune_fed.grid._rowchecks import number_problem
+
+    reason, value = row.get("no_selection"), row.get("test_auc")
+    if reason is None:
+        return number_problem("test_auc", value, 0.0, 1.0)
+    if method == "ode" and isinstance(reason, str) and reason and isinstance(value, float) and math.isnan(value):
+        return None
+    return (f"its no_selection is {reason!r} with test_auc {value!r}: only an ODE search that selected nothing "
+            f"has one, with test_auc NaN and the reason as text")
 
 
 def build_grid(settings: PUGridSettings) -> list[PUCell]:
