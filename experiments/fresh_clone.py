@@ -9,13 +9,19 @@ picks another commit) into a temporary directory, and each make target of ``--st
 there in order, as a newcomer types them (``demo`` creates ``.venv`` and installs the
 package first, so its time includes the install; pip's wheel cache in the user's home is
 used as it is).  For every step the JSON records the exit code, wall seconds, CPU seconds
-of everything the step ran (user + system of the reaped descendants, Ray's workers
-included, from ``getrusage(RUSAGE_CHILDREN)``), the load average before, after and its
+of everything the step ran, the load average before, after and its
 highest one-minute value sampled every 5 s, and the last lines of its output; for a pytest
 step also pytest's closing line and its counts.  ``--busy N`` keeps N pure-Python busy loops
 running through every step (the suite must stay green with both cores busy), and the JSON
 says so.  The machine's own load is recorded, never subtracted: on a shared machine the
 CPU seconds are the number to compare, the wall seconds say what a user waited.
+
+CPU seconds come from a cgroup made for the step (cgroup v1 ``cpuacct`` or v2
+``cpu.stat``; needs root), which counts every process the step started, Ray's workers
+included, whether or not anyone reaps them; its processes still alive after the step are
+counted in ``processes_left``.  Without a writable cgroup the script falls back to
+``getrusage(RUSAGE_CHILDREN)``, which misses Ray's workers (raylet ignores SIGCHLD, so
+their time is never added to anyone's); ``cpu_source`` says which was used.
 """
 
 from __future__ import annotations
@@ -79,19 +85,87 @@ def pytest_counts(output: str) -> dict | None:
     return None
 
 
+class CpuGroup:
+    """A cgroup for one step: every process started in it is counted, reaped or not."""
+
+    def __init__(self, name: str):
+        self.path, self.kind = None, None
+        for kind, base in (("cgroup v1 cpuacct", Path("/sys/fs/cgroup/cpuacct")),
+                           ("cgroup v2", _cgroup2_root())):
+            if base is None or not base.is_dir():
+                continue
+            path = base / name
+            try:
+                path.mkdir()
+            except OSError:
+                continue
+            self.path, self.kind = path, kind
+            try:  # can a process be moved in? (a read-only or delegated hierarchy says no)
+                subprocess.run(["true"], preexec_fn=self.join, check=True)
+                self.cpu_seconds()
+                break
+            except (OSError, subprocess.SubprocessError, KeyError, ValueError):
+                self.remove()
+                self.path, self.kind = None, None
+
+    def join(self) -> None:
+        """Put the calling process in the group (called in the child before ``exec``)."""
+        if self.path is not None:
+            (self.path / "cgroup.procs").write_text(str(os.getpid()))
+
+    def cpu_seconds(self) -> float:
+        if self.kind == "cgroup v1 cpuacct":
+            return int((self.path / "cpuacct.usage").read_text()) / 1e9
+        stat = dict(line.split() for line in (self.path / "cpu.stat").read_text().splitlines())
+        return int(stat["usage_usec"]) / 1e6
+
+    def processes_left(self) -> list[str]:
+        left = []
+        for pid in (self.path / "cgroup.procs").read_text().split():
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+                left.append(f"{pid}: " + (cmdline[:200] or Path(f"/proc/{pid}/comm").read_text().strip()))
+            except OSError:  # it ended meanwhile
+                pass
+        return left
+
+    def remove(self) -> None:
+        try:
+            self.path.rmdir()
+        except OSError:  # processes are still in it: leave it, they are named in the JSON
+            pass
+
+
+def _cgroup2_root() -> Path | None:
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        fields = line.split()
+        if len(fields) > 2 and fields[2] == "cgroup2":
+            return Path(fields[1])
+    return None
+
+
 def run_step(target: str, clone: Path, env: dict[str, str]) -> dict:
     """``make TARGET`` in the clone: exit code, wall and CPU seconds, load, the output's tail."""
+    group = CpuGroup(f"fresh_clone_{os.getpid()}_{target}")
+    base = group.cpu_seconds() if group.path is not None else 0.0
     before_load = os.getloadavg()
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     with LoadSampler() as sampler:
         proc = subprocess.run(["make", target], cwd=clone, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
+                              stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,
+                              preexec_fn=group.join)
     wall = time.monotonic() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if group.path is not None:
+        cpu, source, left = group.cpu_seconds() - base, group.kind, group.processes_left()
+        group.remove()
+    else:
+        cpu = after.ru_utime - usage.ru_utime + after.ru_stime - usage.ru_stime
+        source, left = "getrusage(RUSAGE_CHILDREN): Ray's workers not counted", None
     step = {"target": target, "command": f"make {target}", "exit_code": proc.returncode,
-            "wall_seconds": round(wall, 1),
-            "cpu_seconds": round(after.ru_utime - usage.ru_utime + after.ru_stime - usage.ru_stime, 1),
+            "wall_seconds": round(wall, 1), "cpu_seconds": round(cpu, 1), "cpu_source": source,
+            "processes_left": left,
             "load_before": [round(x, 2) for x in before_load],
             "load_after": [round(x, 2) for x in os.getloadavg()],
             "load_1min_max": round(max(sampler.samples, default=before_load[0]), 2),
