@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: setup demo test test-pure test-cluster test-faults clean
+.PHONY: setup demo test test-pure test-cluster test-faults chromium clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,7 +21,7 @@ demo: $(STAMP)
 # fake multi-node provider) and the fault tests (workers, site actors and `ray start` nodes killed
 # mid-grid; each workflow's command stopped and resumed on another CPU count) take minutes each:
 # `make test-cluster` and `make test-faults` run them, `.ci/run` all three.
-test: $(STAMP)
+test: $(STAMP) chromium
 	$(BIN)/python -m pytest -q -m "not cluster and not faults"
 
 test-pure: $(STAMP)
@@ -32,6 +32,21 @@ test-cluster: $(STAMP)
 
 test-faults: $(STAMP)
 	$(BIN)/python -m pytest -q -m faults
+
+# The report-page tests open the pages in headless Chromium (tests/browser.py): Debian's
+# chromium and chromium-driver, installed here when missing if make runs as root with
+# apt-get; otherwise make names them and stops before the suite starts.
+chromium:
+	@if command -v chromedriver >/dev/null 2>&1 && { command -v chromium || command -v chromium-browser \
+	        || command -v google-chrome; } >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "make: installing Debian's chromium and chromium-driver (the report-page tests need them)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	else \
+	    echo "make: the report-page tests need headless Chromium and chromedriver; install them" \
+	         "(Debian: sudo apt-get install chromium chromium-driver) and run make test again" >&2; \
+	    exit 1; \
+	fi
 
 # clean removes build debris and caches; it never touches results/ (grid outputs).
 clean:

@@ -113,19 +113,26 @@ IMAGES = {"rfms": {"hypervolume", "winloss", "front", "sites"}, "pu": {"auc_vs_c
           "cmosb": {"pareto3d_synthetic1", "pareto2d_synthetic1", "hypervolume_by_generation_synthetic1"}}
 
 
-@pytest.mark.process
-@pytest.mark.parametrize("workflow", list(RUNS))
-def test_each_workflow_page_loads_in_chromium(workflow, ray_session, tmp_path, capsys):
+@pytest.fixture(scope="module")
+def chromium():
+    """One headless Chromium for the three pages (starting it costs more than a page)."""
     import browser
 
     assert browser.missing() is None, browser.missing()
+    with browser.Browser() as session:
+        yield session
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("workflow", list(RUNS))
+def test_each_workflow_page_loads_in_chromium(workflow, ray_session, chromium, tmp_path, capsys):
     out = tmp_path / workflow
     assert main([*RUNS[workflow], "--out", str(out)]) == 0, capsys.readouterr().err
     (out / "index.html").unlink()                      # the page below is the report command's own
     capsys.readouterr()
     assert main(["report", str(out)]) == 0
     assert f"report ({workflow}): {out / 'index.html'}" in capsys.readouterr().out
-    page = browser.open_page(out / "index.html")
+    page = chromium.open(out / "index.html")
     assert page.title.startswith(TITLES[workflow])
     assert {image["alt"] for image in page.images} == IMAGES[workflow]
     for image in page.images:

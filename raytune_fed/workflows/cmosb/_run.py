@@ -371,6 +371,11 @@ def run_cmosb(settings: CMOSBSettings, out: str | Path, *, address: str | None =
     finally:
         _DISPLAY.remove(progress)
         progress.close()
+        if parties is not None:  # the trials hold the handles through Tune's object store: end the actors here
+            import ray
+
+            for actor in (parties.active, parties.passive):
+                ray.kill(actor)
     frame = pd.concat(frames, ignore_index=True)
     frame.insert(0, "dataset", settings.dataset)
     return frame
