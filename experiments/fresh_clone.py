@@ -33,6 +33,7 @@ import os
 import platform
 import re
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -129,6 +130,17 @@ class CpuGroup:
                 pass
         return left
 
+    def kill_all(self) -> None:
+        """SIGKILL every process still in the group (all were started by this step)."""
+        if self.path is None:
+            return
+        for pid in (self.path / "cgroup.procs").read_text().split():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.remove()
+
     def remove(self) -> None:
         try:
             self.path.rmdir()
@@ -152,9 +164,13 @@ def run_step(target: str, clone: Path, env: dict[str, str]) -> dict:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     with LoadSampler() as sampler:
-        proc = subprocess.run(["make", target], cwd=clone, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,
-                              preexec_fn=group.join)
+        try:
+            proc = subprocess.run(["make", target], cwd=clone, env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,
+                                  preexec_fn=group.join)
+        except BaseException:  # interrupted: end what the step started (its cgroup lists them), then stop
+            group.kill_all()
+            raise
     wall = time.monotonic() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if group.path is not None:
@@ -203,6 +219,10 @@ def main(argv: list[str] | None = None) -> int:
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "RAY_ADDRESS")}
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
                                   if not p.startswith(sys.prefix) or sys.prefix == sys.base_prefix)
+    def stop(signum, frame):  # SIGTERM ends the run like Ctrl-C: busy loops stopped, clone removed
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, stop)
     busy = [multiprocessing.Process(target=_busy_loop, daemon=True) for _ in range(args.busy)]
     tmp = tempfile.mkdtemp(prefix="fresh_clone_")
     clone = Path(tmp) / "raytune_fed"
