@@ -139,6 +139,10 @@ class CpuGroup:
                 os.kill(int(pid), signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        for _ in range(50):  # the killed processes leave the group once they are gone
+            if not (self.path / "cgroup.procs").read_text().split():
+                break
+            time.sleep(0.1)
         self.remove()
 
     def remove(self) -> None:
