@@ -1,4 +1,4 @@
-"""``experiments/fresh_clone.py``: pytest's closing line is read right; bad options end with one line, exit 2."""
+"""``experiments/fresh_clone.py`` and ``suite_cpu.py``: output parsed right; bad options end with one line, exit 2."""
 
 import importlib.util
 import sys
@@ -43,3 +43,15 @@ def test_bad_options_are_one_line_and_exit_2(script, capsys, tmp_path, argv, mes
     assert stopped.value.code == 2
     assert message in capsys.readouterr().err.strip().splitlines()[-1]
     assert not (tmp_path / "o.json").exists()
+
+
+def test_suite_cpu_sums_tests_per_file_slowest_first():
+    spec = importlib.util.spec_from_file_location("suite_cpu", SCRIPT.parent / "suite_cpu.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rows = [["tests/a.py::t1", 1.0, 2.0], ["tests/b.py::t1", 5.0, 6.0], ["tests/a.py::t2[x]", 0.5, 1.0]]
+    summary = module.summarise(rows, total_cpu=9.0)
+    assert [(f["file"], f["cpu_seconds"], f["tests"]) for f in summary["files"]] == [
+        ("tests/b.py", 5.0, 1), ("tests/a.py", 1.5, 2)]
+    assert summary["tests"][0]["test"] == "tests/b.py::t1" and summary["tests_cpu_seconds"] == 6.5
+    assert summary["total_cpu_seconds"] == 9.0 and summary["n_tests"] == 3
