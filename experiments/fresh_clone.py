@@ -2,7 +2,7 @@
 
     python experiments/fresh_clone.py --out experiments/measured/fresh_clone.json
     python experiments/fresh_clone.py --busy 2 --out experiments/measured/fresh_clone_busy.json
-    python experiments/fresh_clone.py --steps test-pure --out /tmp/try.json     # a short check of the script
+    python experiments/fresh_clone.py --steps test-pure --out results/try.json   # a short check of the script
 
 The repository is cloned (``git clone``, so only committed work counts; ``--revision``
 picks another commit) into a temporary directory, and each make target of ``--steps`` runs

@@ -1,7 +1,7 @@
 """CPU seconds of every test, Ray's workers and started processes included: where the suite's time goes.
 
     python experiments/suite_cpu.py --out experiments/measured/suite_cpu.json            # make test's selection
-    python experiments/suite_cpu.py --out /tmp/cmosb.json -- tests/test_cli_cmosb.py     # some files
+    python experiments/suite_cpu.py --out results/cmosb_cpu.json -- tests/test_cli_cmosb.py   # some files
 
 pytest runs (with the arguments after ``--``, default ``-m "not cluster"`` like ``make
 test``) inside a cgroup made for it (``experiments/fresh_clone.py``'s), so every process it
