@@ -100,8 +100,10 @@ VARYING = ["trial_id", "finished_at", "fit_seconds", "attack_seconds"]
 
 
 def test_two_runs_of_the_same_command_give_the_same_rows_and_summary(ray_session, tmp_path, capsys):
-    """Generations come from NSGA2Search's record and BO proposes in batches, so finishing order does not matter."""
-    argv = ["cmosb", "--dataset", "synthetic1", "--population", "4", "--generations", "3", "--baselines", "es,bo",
+    """Generations come from NSGA2Search's record and BO proposes in batches, so finishing order does not matter.
+
+    (ES is left out here: its three presets are fixed configurations, evaluated as in the tiny run above.)"""
+    argv = ["cmosb", "--dataset", "synthetic1", "--population", "4", "--generations", "3", "--baselines", "bo",
             "--bo-trials", "12", "--attack-sample", "100", "--max-leakage", "0.7", "--seed", "5",
             "--address", ray_session.get_runtime_context().gcs_address]
     frames, summaries = [], []
