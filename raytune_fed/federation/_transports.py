@@ -123,7 +123,9 @@ class HttpTransport:
     One persistent connection per thread; TLS is verified against ``cafile`` (or the
     system's certificates) when the URL is ``https``.  While the service is away (its
     owner restarts it, the connection drops mid-request) the same message is sent again
-    until it answers, for at most ``restart_wait`` seconds: a charged request carries its
+    until it answers, for at most ``restart_wait`` seconds, once the service has answered
+    this transport at least once (before that, a refused or dropped connection is a wrong
+    URL, scheme or port, and fails at once): a charged request carries its
     request number, so the restarted site answers it from its ledger if it was answered
     before the restart, and otherwise computes it once (never charged twice, never a
     second, different answer).  A reply that is not the service's (TLS verification
@@ -139,6 +141,7 @@ class HttpTransport:
             raise ConfigError(f"a site URL must be http://host:port or https://host:port, got {url!r}")
         self.url, self._token, self.cafile, self.timeout = url, token, cafile, timeout
         self.restart_wait = restart_wait
+        self._answered = False  # the service has replied to this transport (a restart can then be waited for)
         self._local = threading.local()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -175,12 +178,13 @@ class HttpTransport:
                 conn.request("POST", "/call", body=message, headers=headers)
                 response = conn.getresponse()
                 body = response.read()
+                self._answered = True
                 break
             except (http.client.HTTPException, OSError) as exc:  # ssl.SSLError is an OSError
                 self._drop()
                 now = time.monotonic()
                 give_up = now + self.restart_wait if give_up is None else give_up
-                if not isinstance(exc, _GONE) or now > give_up:
+                if not (self._answered and isinstance(exc, _GONE)) or now > give_up:
                     raise QueryRefusedError(f"site at {self.url} is unreachable: {type(exc).__name__}: {exc}") \
                         from None
                 time.sleep(pause)
