@@ -158,10 +158,10 @@ def connect(address: str | None = None, num_cpus: int | None = None, *, resource
         raise ConfigError(f"num_cpus and resources apply to a local session only, not to address={address!r}")
     import ray
 
+    if address:  # before reusing a running session too: an address that answers nothing is an error either way
+        probe_address(address)
     if ray.is_initialized():
         return ray
-    if address:
-        probe_address(address)
     if quiet:
         os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")          # Tune's own tables off with verbose=0
     kwargs: dict[str, Any] = {
