@@ -160,6 +160,13 @@ def _cgroup2_root() -> Path | None:
     return None
 
 
+def relative_lines(lines: list[str], clone: Path) -> list[str]:
+    """The output's lines with this machine's paths out: the clone as ``.``, temporary
+    directories as ``<tmp>`` (the JSON is committed and read elsewhere)."""
+    tmp = re.escape(tempfile.gettempdir().rstrip("/"))
+    return [re.sub(tmp + r"/[^/\s]+", "<tmp>", line.replace(str(clone), ".")) for line in lines]
+
+
 def run_step(target: str, clone: Path, env: dict[str, str]) -> dict:
     """``make TARGET`` in the clone: exit code, wall and CPU seconds, load, the output's tail."""
     group = CpuGroup(f"fresh_clone_{os.getpid()}_{target}")
@@ -190,7 +197,7 @@ def run_step(target: str, clone: Path, env: dict[str, str]) -> dict:
             "load_after": [round(x, 2) for x in os.getloadavg()],
             "load_1min_max": round(max(sampler.samples, default=before_load[0]), 2),
             "load_1min_mean": round(sum(sampler.samples) / max(len(sampler.samples), 1), 2),
-            "output_tail": proc.stdout.splitlines()[-TAIL_LINES:]}
+            "output_tail": relative_lines(proc.stdout.splitlines()[-TAIL_LINES:], clone)}
     counts = pytest_counts(proc.stdout)
     if counts:
         step["pytest"] = counts

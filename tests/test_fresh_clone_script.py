@@ -55,3 +55,10 @@ def test_suite_cpu_sums_tests_per_file_slowest_first():
         ("tests/b.py", 5.0, 1), ("tests/a.py", 1.5, 2)]
     assert summary["tests"][0]["test"] == "tests/b.py::t1" and summary["tests_cpu_seconds"] == 6.5
     assert summary["total_cpu_seconds"] == 9.0 and summary["n_tests"] == 3
+
+
+def test_recorded_output_names_no_path_of_this_machine(script, tmp_path):
+    import tempfile
+    clone = tmp_path / "clone"
+    lines = [f"{clone}/raytune_fed/x.py:1: warning", f"  {tempfile.gettempdir()}/pip-build-env-ab12/overlay/lib/y.py:3"]
+    assert script.relative_lines(lines, clone) == ["./raytune_fed/x.py:1: warning", "  <tmp>/overlay/lib/y.py:3"]
