@@ -69,6 +69,15 @@ def test_a_request_number_answers_only_its_own_method(target):
     assert result == {"final_under_a_query_number": "malformed", "sealed_after": False}
 
 
+def _service_start(tmp_path, data, tls, procs):
+    """A function that starts the site's service (appending its process to ``procs``) and returns a client."""
+    def start():
+        proc, url, token = start_service(tmp_path, data, tls)
+        procs.append(proc)
+        return SiteClient.service(url, token=token, cafile=tls[0], name="s1")
+    return start
+
+
 def _local_start(data):
     running = []
 
@@ -96,11 +105,7 @@ def test_two_sites_on_one_ledger_refuse_to_run_in_process(tmp_path):
 def test_two_services_on_one_ledger_refuse_to_run(tmp_path, tls):
     data = policy(tmp_path, budget={"answers": 10})
     procs = []
-
-    def start():
-        proc, url, token = start_service(tmp_path, data, tls)
-        procs.append(proc)
-        return SiteClient.service(url, token=token, cafile=tls[0], name="s1")
+    start = _service_start(tmp_path, data, tls, procs)
 
     try:
         result = sa.two_sites_one_ledger(start, X)
@@ -126,11 +131,7 @@ def test_a_ledger_put_back_to_an_older_state_stops_the_site(tmp_path, how):
 def test_a_rolled_back_ledger_stops_the_service(tmp_path, tls):
     data = policy(tmp_path, budget={"answers": 10})
     procs = []
-
-    def start():
-        proc, url, token = start_service(tmp_path, data, tls)
-        procs.append(proc)
-        return SiteClient.service(url, token=token, cafile=tls[0], name="s1")
+    start = _service_start(tmp_path, data, tls, procs)
 
     def stop_service():
         procs[-1].terminate()
