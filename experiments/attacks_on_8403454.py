@@ -36,6 +36,15 @@ KINDS = ("local", "actor", "service")
 N = 300
 
 
+def _stop_all(stop_last):
+    """Stop every site a starter started (``stop_last`` raises IndexError once none is left)."""
+    while True:
+        try:
+            stop_last()
+        except IndexError:
+            return
+
+
 def _pid(t):
     if t.kind == "actor":
         import ray
@@ -141,11 +150,7 @@ def run_here(kinds, attacks) -> dict:
                     try:
                         return sa.rolled_back_ledger(start, stop_last, root / "ledger.jsonl", X, how)
                     finally:
-                        while True:
-                            try:
-                                stop_last()
-                            except IndexError:
-                                break
+                        _stop_all(stop_last)
 
                 record(f"rolled_back_ledger_{how}", kind, rollback)
 
@@ -156,11 +161,7 @@ def run_here(kinds, attacks) -> dict:
                 try:
                     return sa.two_sites_one_ledger(start, X)
                 finally:
-                    while True:
-                        try:
-                            stop_last()
-                        except IndexError:
-                            break
+                    _stop_all(stop_last)
 
             record("two_sites_one_ledger", kind, two)
         if "service" in kinds:
