@@ -100,6 +100,20 @@ def check_image(cluster_config: Mapping[str, Any]) -> str | None:
     return str(image)
 
 
+def _read_mapping(path: str | Path, what: str, kind: str) -> dict[str, Any]:
+    """The YAML (or JSON) mapping in ``path``; a clear ConfigError naming ``what`` and the path otherwise."""
+    import yaml
+
+    try:
+        config = yaml.safe_load(Path(path).expanduser().read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read the {what} {path}: {type(exc).__name__}: "
+                          f"{(str(exc).splitlines() or [''])[0]}") from None
+    if not isinstance(config, dict):
+        raise ConfigError(f"the {what} {path} is not {kind}")
+    return config
+
+
 def _source_tree(source: Path) -> str:
     import tomllib
 
@@ -118,20 +132,12 @@ def build_bundle(source: str | Path = ".", out: str | Path | None = None,
                  cluster_yaml: str | Path | None = None) -> dict[str, Any]:
     """Build the wheel of the source tree and the constraints file into ``out`` (default
     ``<source>/dist/cluster``); check ``cluster_yaml``'s image first.  Returns what was written."""
-    import yaml
-
     source = Path(source).resolve()
     _source_tree(source)
     out = Path(out) if out is not None else source / BUNDLE_DIR
     image = None
     if cluster_yaml is not None:
-        try:
-            config = yaml.safe_load(Path(cluster_yaml).read_text())
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(f"cannot read the cluster config {cluster_yaml}: {type(exc).__name__}: "
-                              f"{(str(exc).splitlines() or [''])[0]}") from None
-        if not isinstance(config, dict):
-            raise ConfigError(f"the cluster config {cluster_yaml} is not a YAML mapping")
+        config = _read_mapping(cluster_yaml, "cluster config", "a YAML mapping")
         image = check_image(config)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -180,18 +186,10 @@ def cluster_config_record(config: Mapping[str, Any]) -> Any:
 def announce_node_types(config_path: str | Path, address: str = "auto") -> list[str]:
     """Record the node types of the autoscaler config at ``config_path`` in the GCS at ``address``
     (run on the head after ``ray start --head``); returns the custom resources they offer."""
-    import yaml
-
     from raytune_fed.runtime import check_address, probe_address
 
     address = check_address(address) or "auto"
-    try:
-        config = yaml.safe_load(Path(config_path).expanduser().read_text())  # YAML reads the JSON Ray writes too
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"cannot read the autoscaler config {config_path}: {type(exc).__name__}: "
-                          f"{(str(exc).splitlines() or [''])[0]}") from None
-    if not isinstance(config, dict):
-        raise ConfigError(f"the autoscaler config {config_path} is not a mapping")
+    config = _read_mapping(config_path, "autoscaler config", "a mapping")  # YAML reads the JSON Ray writes too
     record = cluster_config_record(config)
     probe_address(address)  # one error line at once, not the GCS client's retries and traceback
     from ray._private.services import canonicalize_bootstrap_address_or_die
