@@ -46,3 +46,12 @@ def run_script(tree: Path, script: str | Path, argv: Sequence[str]) -> dict[str,
     subprocess.run([sys.executable, "-c", _BOOTSTRAP, str(tree), str(Path(script).resolve()), *argv,
                     "--out", str(out)], check=True, cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)})
     return json.loads(out.read_text())
+
+
+def current() -> str:
+    """The short commit this checkout is at (what a result was measured on), or ``"unknown"``."""
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=_HERE, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"

@@ -36,10 +36,10 @@ cells, seeds and machines.  Scoring:
 from __future__ import annotations
 
 import argparse
+import sys
 import json
 import os
 import platform
-import subprocess
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -54,6 +54,9 @@ from raytune_fed.metrics import hypervolume, pareto_mask
 from raytune_fed.store import ResultStore
 from raytune_fed.workflows.cmosb import (OBJECTIVES, PARAMETERS, CMOSBSettings, feasible, hypervolume_by_generation,
                                         load_task, run_cmosb)
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _revisions  # noqa: E402
 
 VARIANTS = ("table4", "leakage_penalty", "leakage_domination", "cost_penalty", "cost_domination")
 CONSTRAINED = {"privacy_leakage": ("leakage_penalty", "leakage_domination"),
@@ -373,14 +376,6 @@ def plot(results: dict[str, Any], dataset: str, out_dir: Path) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------- main
-def _revision() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(__file__).parent, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--datasets", default="synthetic1")
@@ -435,7 +430,7 @@ def main(argv: list[str] | None = None) -> None:
             if store.inspect(cell.key).state == "done":
                 frames[cell.variant, cell.run_seed] = pd.DataFrame(list(store.load(cell.key).rows))
         report: dict[str, Any] = {
-            "benchmark": "cmosb_seeds", "dataset": dataset, "revision": _revision(),
+            "benchmark": "cmosb_seeds", "dataset": dataset, "revision": _revisions.current(),
             "command": "python experiments/bench_cmosb_seeds.py" + "".join(
                 f" --{k.replace('_', '-')} {v}" for k, v in vars(args).items()
                 if k not in ("work", "out_dir", "score_only", "num_cpus") and v != p.get_default(k)),

@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -25,14 +25,8 @@ from raytune_fed.crypto import REFERENCE_OP_TIMES
 from raytune_fed.random import as_generator, derive
 from raytune_fed.workflows.cmosb import OBJECTIVES, PARAMETERS, evaluate, load_task, search_space
 
-
-def _revision() -> str:
-    """The commit the package ran at (trees, and so the objectives, depend on it)."""
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(__file__).parent, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _revisions  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -60,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
                      if k != "out" and v != p.get_default(k)),
            "dataset": args.dataset, "seed": args.seed, "attack_sample": args.attack_sample,
            "op_times": REFERENCE_OP_TIMES.as_dict(), "space": space.to_dict(), "cpu_seconds": time.process_time() - cpu,
-           "python": platform.python_version(), "revision": _revision(), "rows": rows}
+           "python": platform.python_version(), "revision": _revisions.current(), "rows": rows}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1))
     print(f"wrote {args.out}")
