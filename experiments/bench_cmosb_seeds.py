@@ -389,6 +389,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--max-cost", type=float, default=0.5, help="seconds of reference-priced BFV operations")
     p.add_argument("--num-cpus", type=int, default=None)
     p.add_argument("--score-only", action="store_true", help="score the cells stored so far; run nothing")
+    p.add_argument("--finished-only", action="store_true",
+                   help="score only searches that ran every generation (leave out a search still running)")
     p.add_argument("--work", default="results/bench_cmosb_seeds")
     p.add_argument("--out-dir", default="results/bench_cmosb_seeds_out",
                    help="where bench_cmosb_seeds_<dataset>.json and the figures go")
@@ -433,7 +435,7 @@ def main(argv: list[str] | None = None) -> None:
             "benchmark": "cmosb_seeds", "dataset": dataset, "revision": _revisions.current(),
             "command": "python experiments/bench_cmosb_seeds.py" + "".join(
                 f" --{k.replace('_', '-')} {v}" for k, v in vars(args).items()
-                if k not in ("work", "out_dir", "score_only", "num_cpus") and v != p.get_default(k)),
+                if k not in ("work", "out_dir", "score_only", "finished_only", "num_cpus") and v != p.get_default(k)),
             "settings": {k: v for k, v in vars(args).items() if k not in ("work", "out_dir", "score_only")},
             "op_times": REFERENCE_OP_TIMES.as_dict(), "reference_point": list(REFERENCE),
             "cells_done": sorted(f"{v} seed {s}" for v, s in frames),
@@ -461,8 +463,11 @@ def main(argv: list[str] | None = None) -> None:
                 frame, reached = found
                 if reached < cell.generations:
                     partial[cell.label] = reached
+                    if args.finished_only:
+                        continue
             searches.setdefault("mosb" if cell.variant == "table4" else cell.variant, {})[cell.run_seed] = frame
         report["searches_partial_generations"] = partial
+        report["partial_searches_scored"] = bool(partial) and not args.finished_only
         every = [f for runs in searches.values() for f in runs.values()] + [f[f.method != "cmosb"]
                                                                             for f in table.values()]
         if every:
