@@ -3,8 +3,9 @@ cluster is once it has grown.
 
 The cluster is Ray's fake multi-node provider with cluster.yaml's node types (see
 ``tests/_fake_cluster.py``: the autoscaler v2 that ``ray up`` runs; every node is a set of
-processes on this machine declaring one CPU; at most two nodes of a type; the site node
-type renamed to the grid's first openbox).  The head starts with one CPU and no worker; the
+processes on this machine declaring one CPU; at most two nodes of a type; cluster.yaml's site
+node type copied once per site of the grid, so the grid is pinned: each site's actor and the
+cells of its openbox run on its node).  The head starts with one CPU and no worker; the
 RFMS grid is submitted as a user would (``raytune-fed rfms --address ...``), and the
 autoscaler grows the cluster from the grid's demand.
 
@@ -69,16 +70,13 @@ def main() -> None:
 
     from raytune_fed.data import load_dataset
 
-    from raytune_fed.workflows.rfms import RFMSSettings, build_grid, run_grid
+    from raytune_fed.workflows.rfms import RFMSSettings, run_grid
 
     settings = RFMSSettings(dataset="geo5_sim", methods=tuple(args.methods.split(",")), n_init=args.n_init,
                             n_iter=args.n_iter, seed=0)
     site_names = load_dataset("geo5_sim").site_names  # the natural split: one site per dataset site
-    specs = build_grid(settings, n_sites=len(site_names), learners=["elastic_net"], n_reps=args.reps,
-                       n_pairs=args.pairs)
-    site = site_names[specs[0].openbox]  # the first pair's openbox gets cluster.yaml's site node type
     cluster_yaml = yaml.safe_load((ROOT / "cluster.yaml").read_text())
-    config = fake_node_types(cluster_yaml, sites={"site:site0": f"site:{site}"})
+    config = fake_node_types(cluster_yaml, sites=site_names)  # cluster.yaml's site node type, once per site
     cluster = FakeCluster(config)
     out = cluster.root / "grid"
     samples: list = []
@@ -140,10 +138,10 @@ def main() -> None:
                  f"--address <the cluster> (run in this process)"),
         "cluster": {"node_types": {n: t["resources"] for n, t in config["available_node_types"].items()},
                     "max_workers": {n: t.get("max_workers") for n, t in config["available_node_types"].items()},
-                    "idle_timeout_minutes": config["idle_timeout_minutes"], "site_node_for": site},
+                    "idle_timeout_minutes": config["idle_timeout_minutes"], "site_nodes_for": list(site_names)},
         "machine": {"cores": os.cpu_count(), "python": platform.python_version(),
                     "load_average_before": load_before, "load_average_after": load_after},
-        "n_cells": len(cells), "n_cells_pinned_to_site": sum(c["openbox"] == specs[0].openbox for c in cells),
+        "n_cells": len(cells),
         "seconds_head_start": round(t_head - t_start, 1),
         "seconds_to_first_cell": round(first_cell - t_start, 1),
         "seconds_grid_start_to_first_cell": round(first_cell - t_head, 1),

@@ -11,9 +11,9 @@ token, and :meth:`FakeCluster.stop` ends only the processes that carry this clus
 in their environment (every node process inherits it from ``ray start``).
 
 :func:`fake_node_types` derives the node types from cluster.yaml's, so the two cannot drift:
-the same names, min_workers and custom resources (a site node type renamed to the grid's
-site, as cluster.yaml tells a user to do), CPUs scaled down to what two cores can pretend,
-and max_workers capped.  Also used by ``experiments/bench_cluster.py``.
+the same names, min_workers and custom resources (the site node type copied once per site
+of the grid, as cluster.yaml tells a user to do), CPUs scaled down to what two cores can
+pretend, and max_workers capped.  Also used by ``experiments/bench_cluster.py``.
 """
 
 from __future__ import annotations
@@ -30,29 +30,37 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 PROVIDER = "ray.autoscaler._private.fake_multi_node.node_provider.FakeMultiNodeProvider"
 MARK = "RAYTUNE_FED_FAKE_CLUSTER"
+TEMPLATE = "site:site0"  # cluster.yaml's site node type declares this; a user renames it per site
 
 
-def fake_node_types(cluster_yaml: Mapping[str, Any], *, sites: Mapping[str, str] | None = None, cpus: int = 1,
+def fake_node_types(cluster_yaml: Mapping[str, Any], *, sites: Sequence[str] = (), cpus: int = 1,
                     max_per_type: int = 2, idle_timeout_minutes: float = 0.1) -> dict[str, Any]:
     """An autoscaler config for the fake provider from cluster.yaml: its node types with every node
-    declaring ``cpus`` CPUs, at most ``max_per_type`` nodes of a type, ``sites`` renaming a node type's
-    ``site:<name>`` resource (``{"site:site0": "site:hospital1"}``), and a short idle timeout."""
-    sites = dict(sites or {})
+    declaring ``cpus`` CPUs, at most ``max_per_type`` nodes of a type, and a short idle timeout.
+
+    ``sites`` (a grid's site names) does what cluster.yaml tells a user to do for each site: its
+    site node type (the one declaring ``site:site0``) is copied once per site, ``site0`` renamed to
+    the site in the type's name and resource.  Without ``sites`` the template stays as it is, a
+    node type no grid's site matches (an unlabelled cluster)."""
     types: dict[str, Any] = {}
     for name, node_type in cluster_yaml["available_node_types"].items():
-        resources = {sites.get(r, r): v for r, v in (node_type.get("resources") or {}).items() if r != "CPU"}
-        resources["CPU"] = cpus
-        fake = {"resources": resources, "node_config": {}}
-        if name == cluster_yaml["head_node_type"]:
-            fake["max_workers"] = 0
-        else:
-            fake["min_workers"] = node_type.get("min_workers", 0)
-            fake["max_workers"] = min(node_type["max_workers"], max_per_type)
-        types[name] = fake
+        resources = {r: v for r, v in (node_type.get("resources") or {}).items() if r != "CPU"}
+        copies = [(name, resources)]
+        if TEMPLATE in resources and sites:
+            copies = [(name.replace("site0", site), {r.replace("site0", site): v for r, v in resources.items()})
+                      for site in sites]
+        for copy_name, copy_resources in copies:
+            fake = {"resources": {**copy_resources, "CPU": cpus}, "node_config": {}}
+            if name == cluster_yaml["head_node_type"]:
+                fake["max_workers"] = 0
+            else:
+                fake["min_workers"] = node_type.get("min_workers", 0)
+                fake["max_workers"] = min(node_type["max_workers"], max_per_type)
+            types[copy_name] = fake
     workers = [t for n, t in types.items() if n != cluster_yaml["head_node_type"]]
     return {
         "cluster_name": f"{cluster_yaml['cluster_name']}-fake",

@@ -1,21 +1,31 @@
-"""cluster.yaml's node types under Ray's autoscaler: a grid's demand starts a worker and its site's node,
-a worker node lost mid-grid costs no cell, and idle nodes go away.
+"""cluster.yaml's node types under Ray's autoscaler: a grid's demand starts the nodes it needs, a node
+lost mid-grid costs no cell, and idle nodes go away.
 
 The cluster is Ray's fake multi-node provider (``tests/_fake_cluster.py``): the autoscaler v2
 that ``ray up`` runs, starting and stopping nodes that are raylet processes on this machine,
 with cluster.yaml's node types (``fake_node_types``: same names, min_workers and custom
 resources, one CPU per node, at most two of a type).  The head starts with one CPU, announces
 its node types (cluster.yaml's ``raytune-fed cluster announce``), and no worker runs.  The
-grid has two openbox/lockbox pairs; the site node type is renamed to the first pair's
-openbox, as cluster.yaml tells a user to do for each site.
+grid has two openbox/lockbox pairs of geo5_sim's five sites.
+
+Two clusters, as a user would set them up:
+
+- labelled: cluster.yaml's site node type copied once per site (as its comment says to do).
+  The grid is pinned: every site's actor starts on its own node and every cell on its
+  openbox's node, so the demand starts the site nodes and no general worker; the node of a
+  running cell is lost and the autoscaler brings it back.
+- unlabelled: the template as shipped (``site:site0``, which no site of the grid is).  Sites
+  and cells run anywhere, so the demand starts general workers; one running a cell is lost.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 import pytest
@@ -39,88 +49,125 @@ def _rows(path: Path) -> pd.DataFrame:
 
 def test_fake_node_types_are_cluster_yamls():
     cluster_yaml = yaml.safe_load((ROOT / "cluster.yaml").read_text())
-    fake = fake_node_types(cluster_yaml, sites={"site:site0": "site:hospital1"})
     real = cluster_yaml["available_node_types"]
-    assert set(fake["available_node_types"]) == set(real)
-    assert fake["head_node_type"] == cluster_yaml["head_node_type"]
-    for name, node_type in real.items():
-        mine = fake["available_node_types"][name]
-        custom = {r.replace("site:site0", "site:hospital1"): v for r, v in node_type["resources"].items() if r != "CPU"}
-        assert {r: v for r, v in mine["resources"].items() if r != "CPU"} == custom
-        assert mine["resources"]["CPU"] == 1
-        if name != cluster_yaml["head_node_type"]:
-            assert mine["min_workers"] == node_type.get("min_workers", 0)
-            assert 1 <= mine["max_workers"] <= node_type["max_workers"]
-    assert fake["upscaling_speed"] == cluster_yaml["upscaling_speed"]
+    template = next(n for n, t in real.items() if "site:site0" in t["resources"])
+    for sites in ((), ("hospital1", "hospital2")):
+        fake = fake_node_types(cluster_yaml, sites=sites)
+        copies = {template.replace("site0", s): s for s in sites} or {template: "site0"}
+        assert set(fake["available_node_types"]) == (set(real) - {template}) | set(copies)
+        assert fake["head_node_type"] == cluster_yaml["head_node_type"]
+        for name, mine in fake["available_node_types"].items():
+            site = copies.get(name)
+            node_type = real[template if site else name]
+            custom = {r.replace("site0", site or "site0"): v for r, v in node_type["resources"].items() if r != "CPU"}
+            assert {r: v for r, v in mine["resources"].items() if r != "CPU"} == custom
+            assert mine["resources"]["CPU"] == 1
+            if name != cluster_yaml["head_node_type"]:
+                assert mine["min_workers"] == node_type.get("min_workers", 0)
+                assert 1 <= mine["max_workers"] <= node_type["max_workers"]
+        assert fake["upscaling_speed"] == cluster_yaml["upscaling_speed"]
 
 
-@pytest.mark.cluster
-@pytest.mark.process
-def test_grid_demand_starts_worker_and_site_node_survives_a_lost_node_and_scales_down(tmp_path):
-    # the reference: the same grid in this process (sites local); its first pair's openbox gets a node type
-    local = tmp_path / "local"
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> pd.DataFrame:
+    """The same grid in one process (sites local): the rows every cluster run must give."""
+    local = tmp_path_factory.mktemp("local")
     done = subprocess.run([CLI, *ARGS, "--sites", "local", "--out", str(local)], capture_output=True, text=True,
                           timeout=HANG)
     assert done.returncode == 0, done.stderr
-    reference = _rows(local)
-    openbox = reference["openbox"].iloc[0]
-    site = load_dataset("geo5_sim").site_names[openbox]  # the natural split: one site per dataset site
-    pinned_cells = reference.loc[reference["openbox"] == openbox, "cell_key"].nunique()
-    assert 0 < pinned_cells < reference["cell_key"].nunique(), "some cells pinned to the site node, some free"
+    return _rows(local)
 
-    cluster_yaml = yaml.safe_load((ROOT / "cluster.yaml").read_text())
-    site_type = next(n for n, t in cluster_yaml["available_node_types"].items() if "site:site0" in t["resources"])
-    head_type = cluster_yaml["head_node_type"]
-    cluster = FakeCluster(fake_node_types(cluster_yaml, sites={"site:site0": f"site:{site}"}))
-    out = tmp_path / "cluster"
-    log = open(tmp_path / "grid.log", "w")
-    grid = None
+
+def _grid_on(cluster: FakeCluster, out: Path, lose: Callable[[str], bool]) -> dict:
+    """Run the grid on ``cluster``; the first node of a type ``lose`` picks that runs a cell is killed.
+    What was seen: node types, where cells and site actors ran (node types), the killed node, the log."""
+    seen, cells_on, actors_on, killed = set(), {}, {}, None
+    log = open(out.parent / f"{out.name}.log", "w")
+    grid = subprocess.Popen([CLI, *ARGS, "--address", cluster.address, "--out", str(out)], env=cluster.driver_env(),
+                            stdout=log, stderr=subprocess.STDOUT, text=True)
     try:
-        cluster.start()
-        assert f"custom resources offered: site:{site}" in cluster.announced
-        assert [t for _, t in cluster.nodes().values()] == [head_type], "no worker before the grid asks"
-
-        grid = subprocess.Popen([CLI, *ARGS, "--address", cluster.address, "--out", str(out)], env=cluster.driver_env(),
-                                stdout=log, stderr=subprocess.STDOUT, text=True)
-        seen, cells_on, actors_on, killed = set(), set(), set(), None
         give_up = time.monotonic() + HANG
         while grid.poll() is None and time.monotonic() < give_up:
             nodes = cluster.nodes()
             seen |= {t for _, t in nodes.values()}
             cells = cluster.workers_running("_run_one")
-            cells_on |= {t for _, t in cells.values()}
-            actors_on |= {t for _, t in cluster.workers_running("SiteActor").values()}
-            busy = [node for node, t in cells.values() if nodes.get(node, (0, ""))[1] not in (head_type, site_type)]
-            if killed is None and busy:  # a general worker node runs a cell: lose that node
-                killed = busy[0]
-                cluster.kill_node(killed)
+            for pid, (_, t) in cells.items():
+                cells_on[pid] = t
+            for pid, (_, t) in cluster.workers_running("SiteActor").items():
+                actors_on[pid] = t
+            busy = [node for node, t in cells.values() if lose(nodes.get(node, (0, ""))[1])]
+            if killed is None and busy:
+                killed = nodes[busy[0]][1]
+                cluster.kill_node(busy[0])
             time.sleep(0.5)
+    finally:
         if grid.poll() is None:
             grid.kill()
+        code = grid.wait()
         log.close()
-        said = (tmp_path / "grid.log").read_text()
-        assert grid.wait() == 0, said[-3000:]
+    said = (out.parent / f"{out.name}.log").read_text()
+    assert code == 0, said[-3000:]
+    return {"seen": seen, "cells_on": cells_on, "actors_on": actors_on, "killed": killed, "said": said}
 
-        workers = set(cluster_yaml["available_node_types"]) - {head_type, site_type}
-        assert seen >= {site_type} and seen & workers, f"the demand started a worker and the site node: {seen}"
-        assert killed is not None, "a worker node ran a cell and was killed"
-        assert site_type in actors_on and site_type in cells_on, "the site's actor and its cells ran on its node"
-        n_cells = reference["cell_key"].nunique()
-        assert f"{n_cells} cells (0 already done), {n_cells} to run" in said
-        assert len(list((out / "units").glob("*.json"))) == n_cells
-        assert not (out / "failures").exists() or not any((out / "failures").iterdir()), "no cell failed"
-        pd.testing.assert_frame_equal(_rows(out), reference)  # every cell once, as computed on one machine
 
-        # idle nodes are stopped: the cluster shrinks to its head
-        give_up = time.monotonic() + HANG
-        while sorted(t for _, t in cluster.nodes().values()) != [head_type] and time.monotonic() < give_up:
-            time.sleep(1)
-        assert sorted(t for _, t in cluster.nodes().values()) == [head_type]
+def _check_rows_and_scale_down(cluster: FakeCluster, out: Path, said: str, reference: pd.DataFrame) -> None:
+    n_cells = reference["cell_key"].nunique()
+    assert f"{n_cells} cells (0 already done), {n_cells} to run" in said
+    assert "retry" in said, "the cell of the lost node was run again, and the grid said so"
+    assert len(list((out / "units").glob("*.json"))) == n_cells
+    assert not (out / "failures").exists() or not any((out / "failures").iterdir()), "no cell failed"
+    pd.testing.assert_frame_equal(_rows(out), reference)  # every cell once, as computed on one machine
+    head_type = cluster.head_type
+    give_up = time.monotonic() + HANG  # idle nodes are stopped: the cluster shrinks to its head
+    while sorted(t for _, t in cluster.nodes().values()) != [head_type] and time.monotonic() < give_up:
+        time.sleep(1)
+    assert sorted(t for _, t in cluster.nodes().values()) == [head_type]
+
+
+@pytest.mark.cluster
+@pytest.mark.process
+def test_labelled_cluster_starts_each_sites_node_keeps_rows_there_and_replaces_a_lost_one(tmp_path, reference):
+    cluster_yaml = yaml.safe_load((ROOT / "cluster.yaml").read_text())
+    sites = load_dataset("geo5_sim").site_names  # the natural split: one site per dataset site
+    template = next(n for n, t in cluster_yaml["available_node_types"].items() if "site:site0" in t["resources"])
+    site_type = {template.replace("site0", s): s for s in sites}
+    openboxes = {sites[o] for o in reference["openbox"]}
+    cluster = FakeCluster(fake_node_types(cluster_yaml, sites=sites))
+    try:
+        cluster.start()
+        for site in sites:
+            assert f"site:{site}" in cluster.announced
+        assert [t for _, t in cluster.nodes().values()] == [cluster.head_type], "no worker before the grid asks"
+        out = tmp_path / "cluster"
+        run = _grid_on(cluster, out, lose=lambda t: t in site_type)
+        assert run["seen"] - {cluster.head_type} == set(site_type), f"each site's node and no other: {run['seen']}"
+        assert set(run["actors_on"].values()) == set(site_type), "each site's actor on a site node"
+        assert {site_type[t] for t in run["cells_on"].values()} == openboxes, "cells only on their openbox's node"
+        assert site_type.get(run["killed"]) in openboxes, "the node of a running cell was lost"
+        assert json.loads((out / "placement.json").read_text()) == {"pinned": sorted(f"site:{s}" for s in sites)}
+        _check_rows_and_scale_down(cluster, out, run["said"], reference)
     finally:
-        if grid is not None and grid.poll() is None:
-            grid.kill()
-            grid.wait()
-        if not log.closed:
-            log.close()
+        cluster.stop()
+    assert cluster.processes() == {}, "every process of the cluster ended"
+
+
+@pytest.mark.cluster
+@pytest.mark.process
+def test_unlabelled_cluster_runs_cells_on_workers_and_survives_a_lost_worker(tmp_path, reference):
+    cluster_yaml = yaml.safe_load((ROOT / "cluster.yaml").read_text())
+    template = next(n for n, t in cluster_yaml["available_node_types"].items() if "site:site0" in t["resources"])
+    workers = set(cluster_yaml["available_node_types"]) - {cluster_yaml["head_node_type"], template}
+    cluster = FakeCluster(fake_node_types(cluster_yaml))
+    try:
+        cluster.start()
+        assert [t for _, t in cluster.nodes().values()] == [cluster.head_type], "no worker before the grid asks"
+        out = tmp_path / "cluster"
+        run = _grid_on(cluster, out, lose=lambda t: t in workers)
+        assert run["seen"] & workers, f"the demand started a general worker: {run['seen']}"
+        assert run["killed"] in workers, "a general worker ran a cell and was lost"
+        assert set(run["cells_on"].values()) & workers, "cells ran on general workers"
+        assert not (out / "placement.json").exists(), "nothing declares the grid's sites: not pinned"
+        _check_rows_and_scale_down(cluster, out, run["said"], reference)
+    finally:
         cluster.stop()
     assert cluster.processes() == {}, "every process of the cluster ended"
