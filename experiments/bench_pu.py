@@ -12,7 +12,9 @@ the cells it already holds.  Parts (``--parts``):
   supervised); test AUC, seconds, the prior used.
 * ``figures`` - ODE-IPM at ``--figures-c`` (Figures 3-5's ODE curve; stored with ``main``).
 * ``baselines`` - the compared methods of Figures 3-5 (uPU, WSVM, supervised; nnPU on request) at
-  ``--baselines-c`` (default 0.01, Table 2's c).
+  ``--baselines-c`` (default 0.01, Table 2's c), beside ODE-IPM on the same splits (the paper gives these
+  methods as plots only: no number to compare with); the comparison adds per baseline the paired
+  difference ODE-IPM minus it over the replications and in how many ODE's test AUC is higher.
 * ``schedules`` - Table 4: ODE-IPM with each pruning schedule.
 * ``cv`` - Table 5: ODE-IPM, exp schedule, with and without the control variate (the
   paper's Table 5 "with" row equals its Table 4 exp row; stored with ``schedules``, whose exp
@@ -103,8 +105,9 @@ def part_figures(args) -> dict:
 
 
 def part_baselines(args) -> dict:
+    # ODE-IPM (as in Table 2) in the same grid, so every baseline sits beside it on the same splits and priors
     return _grid(args, "baselines", datasets=tuple(args.datasets), cs=tuple(args.baselines_c),
-                 methods=tuple(args.baselines))
+                 methods=("ode", *args.baselines), evaluators=("ipm",))
 
 
 def part_schedules(args) -> dict:
@@ -176,6 +179,8 @@ def comparison(report: dict) -> dict:
         rows = part["tables"].get("table2_test_auc", [])
         out[f"table2_ode_ipm_c0.01_{name}"] = {d: _beside(p, _find(rows, "column", "ode-ipm", d))
                                                for d, p in PAPER["table2_ode_ipm_c0.01"].items()}
+    if "baselines" in report:
+        out["baselines"] = paired_with_ode(report["baselines"]["rows"])
     sched = report.get("schedules", {}).get("tables", {}).get("table4_schedules", [])
     if sched:
         out["table4"] = {s: {d: _beside(p, _find(sched, "schedule", s, d)) for d, p in PAPER["table4"][s].items()}
@@ -185,6 +190,34 @@ def comparison(report: dict) -> dict:
         out["table5"] = {name: {d: _beside(p, _find(cv, "control_variate", name == "with", d))
                                 for d, p in PAPER["table5"][name].items()}
                          for name in ("with", "without")}
+    return out
+
+
+def paired_with_ode(rows: list, ode: str = "ode-ipm-selfpaced") -> dict:
+    """Per dataset x c and method: test AUC (%) mean, sd, n, standard error, and the paired difference of
+    ODE (``ode``, the Table 2 variant) minus the method over the replications where both selected a model:
+    mean, sd, and in how many ODE is higher / equal."""
+    by: dict = {}
+    for r in rows:
+        by.setdefault((r["dataset"], r["c"]), {}).setdefault(r["variant"], {})[r["rep"]] = r["test_auc"]
+    out: dict = {}
+    for (dataset, c), methods in by.items():
+        ode_auc = methods.get(ode, {})
+        cell = {}
+        for variant, per_rep in methods.items():
+            v = np.array([a for a in per_rep.values() if a is not None and np.isfinite(a)], dtype=float) * 100
+            sd = float(v.std(ddof=1)) if v.size > 1 else None
+            entry = {"mean": float(v.mean()) if v.size else None, "sd": sd, "n": int(v.size),
+                     "se": None if sd is None else sd / np.sqrt(v.size)}
+            if variant != ode:
+                reps = [k for k in per_rep if k in ode_auc and all(
+                    x is not None and np.isfinite(x) for x in (per_rep[k], ode_auc[k]))]
+                d = np.array([ode_auc[k] - per_rep[k] for k in reps], dtype=float) * 100
+                entry["ode_minus"] = {"mean": float(d.mean()) if d.size else None,
+                                      "sd": float(d.std(ddof=1)) if d.size > 1 else None, "n": int(d.size),
+                                      "ode_higher": int((d > 0).sum()), "equal": int((d == 0).sum())}
+            cell[variant] = entry
+        out[f"{dataset} c={c}"] = cell
     return out
 
 

@@ -21,6 +21,11 @@ class NoSelectionError(ConfigError):
     """A search ended with no configuration to name: nothing was told, or every job failed."""
 
 
+class NoModelError(ConfigError):
+    """A learner cannot fit a model on the rows it was given (the message says why), e.g. WSVM when its
+    estimate of ``c`` weights every unlabelled row fully positive and no negative is left."""
+
+
 class DatasetError(RaytuneFedError, ValueError):
     """A dataset cannot be loaded or is unusable (names the dataset and the problem)."""
 

@@ -115,6 +115,11 @@ def test_a_stored_row_that_selected_nothing_passes_the_cell_checks_only_with_its
     assert cell.check_rows([row]) is None
     assert "not a finite number in [0, 1]" in cell.check_rows([{**row, "no_selection": None}])
     assert "only an ODE search that selected nothing" in cell.check_rows([{**row, "test_auc": 0.7}])
+    upu = PUCell("titanic", 0.05, 2, "upu", None, None, None, settings=PUGridSettings(datasets=("titanic",)))
+    upu_row = {**row, "method": "upu", "variant": "upu", "evaluator": None, "schedule": None, "control_variate": None}
+    assert "only an ODE search that selected nothing" in upu.check_rows([upu_row])   # uPU always names a model
+    wsvm = PUCell("titanic", 0.05, 2, "wsvm", None, None, None, settings=PUGridSettings(datasets=("titanic",)))
+    assert wsvm.check_rows([{**upu_row, "method": "wsvm", "variant": "wsvm"}]) is None
     assert cell.check_rows([{**row, "test_auc": 0.7, "no_selection": None}]) is None
 
 

@@ -115,6 +115,26 @@ def test_an_ode_search_where_every_fit_fails_selects_nothing_and_says_why(split)
     assert run_method("ode", split, seed=0, prior="true").no_selection is None
 
 
+def test_a_wsvm_that_cannot_fit_names_no_model_and_says_why():
+    from sklearn.preprocessing import StandardScaler
+
+    from raytune_fed.errors import NoModelError
+    from raytune_fed.models.pu import WSVM
+    from raytune_fed.random import derive, seed_int
+    from raytune_fed.workflows.pu._grid import PUCell, PUGridSettings, cell_split
+
+    # titanic at c = 0.01, replication 7 of the benchmark: 4 labelled training rows; Elkan-Noto's c is far below
+    # the truth, so every unlabelled row gets weight 1 and no negative is left
+    cell = PUCell("titanic", 0.01, 7, "wsvm", None, None, None, settings=PUGridSettings(datasets=("titanic",)))
+    small = cell_split(cell)
+    X = StandardScaler().fit_transform(small.X_train)
+    with pytest.raises(NoModelError, match=r"with c estimated at 0\.00\d+ every unlabelled row is weighted fully "):
+        WSVM(random_state=seed_int(derive(cell.seed(), "wsvm"))).fit(X, small.s_train)
+    result = run_method("wsvm", small, seed=cell.seed())
+    assert np.isnan(result.test_auc) and result.config == {} and result.rows_used == 0
+    assert "no negative is left to train on" in result.no_selection
+
+
 BAD_INPUT = [
     (lambda s: ODESettings(evaluator="f1"), r"unknown evaluator 'f1'"),
     (lambda s: ODESettings(schedule="cosine"), r"unknown schedule 'cosine'"),

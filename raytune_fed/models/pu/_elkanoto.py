@@ -27,7 +27,7 @@ from sklearn.model_selection import StratifiedKFold
 from sklearn.svm import SVC
 from sklearn.utils.validation import validate_data
 
-from raytune_fed.errors import ConfigError
+from raytune_fed.errors import ConfigError, NoModelError
 from raytune_fed.models.pu._base import PUClassifier, check_pu_labels
 
 _PRIOR_CLIP = 1e-3
@@ -124,7 +124,7 @@ class WSVM(PUClassifier):
         weight = np.concatenate([np.ones(int(s.sum())), w, 1.0 - w])
         keep = weight > 0
         if not np.any(keep & (y_aug == 0)):
-            raise ConfigError(f"WSVM: with c estimated at {c:.3g} every unlabelled row is weighted fully positive, "
+            raise NoModelError(f"WSVM: with c estimated at {c:.3g} every unlabelled row is weighted fully positive, "
                               "so no negative is left to train on")
         self.label_frequency_, self.ntc_ = c, ntc
         self.svc_ = _svc(self.C, self.gamma, self.random_state, _n_folds(y_aug[keep])).fit(

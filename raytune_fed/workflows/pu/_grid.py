@@ -46,6 +46,7 @@ from raytune_fed.workflows.pu._ode import (
 )
 
 TIMING_COLUMNS = ("seconds",)
+NO_MODEL_METHODS = ("ode", "wsvm")  # methods whose row may name no model (test AUC NaN beside the reason)
 _COST = {"nnpu": 20.0, "wsvm": 6.0, "upu": 4.0, "supervised": 3.0, "ode": 1.0}  # relative, from bench_pu timings
 
 
@@ -193,16 +194,18 @@ class PUCell(Cell):
 
 
 def _test_auc_problem(row: dict, method: str) -> str | None:
-    """A test AUC in [0, 1]; or, for an ODE search that selected nothing, NaN beside its reason."""
+    """A test AUC in [0, 1]; or, for an ODE search that selected nothing or a WSVM that could not fit, NaN beside
+    its reason."""
     from raytune_fed.grid._rowchecks import number_problem
 
     reason, value = row.get("no_selection"), row.get("test_auc")
     if reason is None:
         return number_problem("test_auc", value, 0.0, 1.0)
-    if method == "ode" and isinstance(reason, str) and reason and isinstance(value, float) and math.isnan(value):
+    if method in NO_MODEL_METHODS and isinstance(reason, str) and reason and isinstance(value, float) \
+            and math.isnan(value):
         return None
-    return (f"its no_selection is {reason!r} with test_auc {value!r}: only an ODE search that selected nothing "
-            f"has one, with test_auc NaN and the reason as text")
+    return (f"its no_selection is {reason!r} with test_auc {value!r}: only an ODE search that selected nothing or a "
+            f"WSVM that could not fit has one, with test_auc NaN and the reason as text")
 
 
 def build_grid(settings: PUGridSettings) -> list[PUCell]:
@@ -243,7 +246,8 @@ def ode_settings(cell: PUCell) -> ODESettings:
 def run_cell(cell: PUCell) -> CellResult:
     """Run one cell: its method on its split; one row (test AUC, choice, rows, prior) and its seconds.
 
-    An ODE search in which every fit failed selects nothing: its row has test AUC NaN and the
+    An ODE search in which every fit failed selects nothing, and a WSVM whose estimate of ``c`` leaves no
+    negative cannot fit: its row has test AUC NaN and the
     reason in ``no_selection`` (a result of the method on that split, the same on every run),
     which the tables count apart.  Any other exception fails the cell (the grid engine keeps it
     in ``failures/`` and writes no results until it is resolved)."""

@@ -12,7 +12,8 @@ Methods that need the class prior (``ode`` to train uPU, ``upu``, ``nnpu``) esti
 once per split with TIcE on the training rows; its time counts towards the method's
 seconds.  ``prior="true"`` gives them the split's true prior instead (an oracle, for
 diagnosing how much of a result is the estimate's).  Every method reports the test AUC of its final model;
-an ODE search that names no configuration (every fit failed) reports NaN and the reason (``no_selection``).
+an ODE search that names no configuration (every fit failed) and a WSVM that cannot fit (its estimate of
+``c`` leaves no negative to train on) report NaN and the reason (``no_selection``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from raytune_fed.errors import ConfigError, NoSelectionError
+from raytune_fed.errors import ConfigError, NoModelError, NoSelectionError
 from raytune_fed.metrics import auc, nnpu_risk, upu_risk
 from raytune_fed.models.pu import WSVM, SupervisedPU, TIcE
 from raytune_fed.random import derive, seed_int
@@ -44,7 +45,7 @@ class MethodResult:
     rows_used: int
     seconds: float
     prior: float | None
-    no_selection: str | None = None     # why the method named no configuration (test_auc is then NaN)
+    no_selection: str | None = None     # why the method named no model (test_auc is then NaN)
 
 
 def check_methods(names: Sequence[str]) -> tuple[str, ...]:
@@ -103,7 +104,10 @@ def run_method(name: str, split: PUSplit, *, seed: Any, ode: ODESettings | None 
         from sklearn.preprocessing import StandardScaler
 
         model = make_pipeline(StandardScaler(), WSVM(random_state=seed_int(derive(seed, "wsvm"))))
-        model.fit(split.X_train, split.s_train)
+        try:
+            model.fit(split.X_train, split.s_train)
+        except NoModelError as exc:         # no negative left to train on: no model, no test AUC
+            return MethodResult(name, float("nan"), {}, 0, time.perf_counter() - start, None, no_selection=str(exc))
         return MethodResult(name, auc(split.y_test, model.decision_function(split.X_test)), {}, split.n_train,
                             time.perf_counter() - start, None)
     if name == "supervised":
