@@ -64,11 +64,13 @@ class LocalCluster:
 
     def alive(self) -> list[dict[str, Any]]:
         """The live nodes' resources, as the GCS sees them (read by a short-lived driver)."""
+        mark = "live nodes: "  # Ray may print its own lines too (under load: lagging raylet heartbeats)
         code = ("import json, ray; ray.init(address='%s', logging_level='ERROR'); "
-                "print(json.dumps([n['Resources'] for n in ray.nodes() if n['Alive']]))" % self.address)
+                "print(%r + json.dumps([n['Resources'] for n in ray.nodes() if n['Alive']]))" % (self.address, mark))
         out = subprocess.run([sys.executable, "-c", code], env=self.env, capture_output=True, text=True,
                              timeout=300)
-        return json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 and out.stdout.strip() else []
+        said = [line[len(mark):] for line in out.stdout.splitlines() if line.startswith(mark)]
+        return json.loads(said[-1]) if out.returncode == 0 and said else []
 
     def wait_for_nodes(self, n: int, limit: float = 300.0) -> None:
         give_up = time.monotonic() + limit

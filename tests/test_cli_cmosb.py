@@ -81,7 +81,7 @@ def test_ctrl_c_mid_run_records_nothing_as_finished_and_the_same_command_restore
     rest, _ = proc.communicate(timeout=300)[1], None
     err = "".join(seen) + rest
     assert proc.returncode == 130, err
-    assert f"raytune-fed: interrupted; the finished cells are kept in {out}; run the same command again to resume" \
+    assert f"raytune-fed: interrupted; the finished trials are kept in {out}; run the same command again to resume" \
         in err and "Traceback" not in err
     assert not (out / "runs" / "cmosb.parquet").exists() and not (out / "results.parquet").exists()
     finished = subprocess.run(argv, capture_output=True, text=True, timeout=600)

@@ -78,7 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     in_main = threading.current_thread() is threading.main_thread()
     _TERMINATED.clear()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main else None
-    kept = f"the finished cells are kept in {args.out}" if getattr(args, "out", None) else "nothing was written"
+    kept = (f"the finished {getattr(args, 'finished_unit', 'cells')} are kept in {args.out}"  # cmosb: trials
+            if getattr(args, "out", None) else "nothing was written")
     try:
         with RayLineFilter():
             args.run(args)
