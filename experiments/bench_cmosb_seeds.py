@@ -294,8 +294,8 @@ def figures(mosb: dict[int, pd.DataFrame], constrained: dict[str, dict[int, pd.D
                            "final_mean": float(finals.mean()),
                            "final_std": float(finals.std(ddof=1)) if len(finals) > 1 else 0.0}
         out["searches"][name] = entry
-    # paired by seed: each constrained search minus MOSB, at the last generation
-    # paired by seed, at the last generation both searches of that seed reached
+    # paired by seed: each constrained search minus MOSB, at the last generation both searches of that seed
+    # reached, and after every generation (mean and sd over the seeds where both reached it)
     for name in constrained:
         if name not in out["searches"] or "mosb" not in out["searches"]:
             continue
@@ -309,6 +309,14 @@ def figures(mosb: dict[int, pd.DataFrame], constrained: dict[str, dict[int, pd.D
                 "seeds_compared": list(pairs), "at_generation": {s: min(len(a), len(b)) for s, (a, b) in pairs.items()},
                 "per_seed": d.tolist(), "mean": float(d.mean()), "std": float(d.std(ddof=1)) if len(d) > 1 else 0.0,
                 "seeds_ahead": int((d > 0).sum()), "seeds": len(d)}
+            depth = max(min(len(a), len(b)) for a, b in pairs.values())
+            by_generation = []
+            for g in range(depth):
+                dg = np.array([a[g] - b[g] for a, b in pairs.values() if min(len(a), len(b)) > g])
+                by_generation.append({"n_seeds": len(dg), "mean": float(dg.mean()),
+                                      "std": float(dg.std(ddof=1)) if len(dg) > 1 else 0.0,
+                                      "seeds_ahead": int((dg > 0).sum())})
+            out["searches"][name][f"{kind}_minus_mosb_by_generation"] = by_generation
     return out
 
 

@@ -125,3 +125,26 @@ def test_figures_score_a_search_still_running_up_to_the_generations_it_completed
     # compared with MOSB at generation 1 (index 0), seed 0 only; utility scaled over [0.1, 0.5]
     assert paired["seeds_compared"] == ["0"] and paired["at_generation"] == {"0": 1}
     assert paired["per_seed"][0] == pytest.approx((1 - 0.25) - (1 - 1.0))
+    # after every generation, over the seeds where both searches reached it: here only generation 1, seed 0
+    by_generation = out["searches"]["leakage_penalty"]["so_far_minus_mosb_by_generation"]
+    assert [g["n_seeds"] for g in by_generation] == [1]
+    assert by_generation[0]["mean"] == pytest.approx((1 - 0.25) - (1 - 1.0)) and by_generation[0]["seeds_ahead"] == 1
+
+
+def test_figures_pair_each_constrained_search_with_mosb_after_every_generation():
+    seeds = _load("bench_cmosb_seeds")
+
+    def search(utilities):  # one member per generation, always feasible; only utility loss varies
+        return pd.DataFrame([{"generation": g, "slot": 0, "in_population_until": 9, "utility_loss": u,
+                              "training_cost": 1.0, "privacy_leakage": 0.5} for g, u in enumerate(utilities)])
+
+    mosb = {0: search([0.5, 0.1]), 1: search([0.3, 0.3])}
+    penalty = {0: search([0.2, 0.1]), 1: search([0.5, 0.2])}
+    out = seeds.figures(mosb, {"leakage_penalty": penalty, "leakage_domination": {}}, "privacy_leakage", 0.6)
+    # utility scaled over [0.1, 0.5]; hypervolume so far = 1 - the best scaled utility loss so far
+    # MOSB: seed 0 -> 0, 1; seed 1 -> 0.5, 0.5.  penalty: seed 0 -> 0.75, 1; seed 1 -> 0, 0.75
+    by_generation = out["searches"]["leakage_penalty"]["so_far_minus_mosb_by_generation"]
+    assert [g["n_seeds"] for g in by_generation] == [2, 2]
+    assert [g["mean"] for g in by_generation] == pytest.approx([0.125, 0.125])
+    assert [g["std"] for g in by_generation] == pytest.approx([0.625 * 2 ** 0.5, 0.125 * 2 ** 0.5])
+    assert [g["seeds_ahead"] for g in by_generation] == [1, 1]
