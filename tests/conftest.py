@@ -10,9 +10,12 @@ such as the one joblib runs to count cores, are let through).
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 
@@ -52,3 +55,30 @@ def ray_session():
     ray = connect(num_cpus=2, resources={"site:pinned": 1})
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def cmosb_cli_run(ray_session, tmp_path_factory):
+    """One small ``raytune-fed cmosb`` run of every method through ``main()`` on the shared session, read by
+    tests/test_cli_cmosb.py (the command's output, resume, restore) and tests/test_cmosb_trial.py (each row
+    against an in-process ``evaluate``).  A CMOSB run pays Tune's and the party actors' start-up for each of
+    its six Tune experiments (tens of CPU-seconds for a handful of trials), so the suite runs it once.
+
+    ``frame`` is ``results.parquet`` as the first run wrote it; ``out``, ``stdout``, ``stderr`` and ``code``
+    are that run's.  A test may run ``argv`` again on ``out`` (the resume tests do)."""
+    from raytune_fed.cli._main import main
+
+    seed, n_sample = 3, 100
+    out = tmp_path_factory.mktemp("cmosb_cli") / "run"
+    argv = ["cmosb", "--dataset", "synthetic1", "--max-leakage", "0.9", "--out", str(out),
+            "--population", "2", "--generations", "1", "--grid-levels", "1", "--bo-trials", "1",
+            "--attack-sample", str(n_sample), "--he", "plain", "--seed", str(seed),
+            "--point", "n_f=3,n_l=1,d=4,r=0.5,theta_p=0.8,eta=0.2"]
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        code = main(argv)
+    import pandas as pd
+
+    frame = pd.read_parquet(out / "results.parquet") if code == 0 else None
+    return SimpleNamespace(argv=argv, out=out, code=code, stdout=stdout.getvalue(), stderr=stderr.getvalue(),
+                           frame=frame, seed=seed, n_sample=n_sample)

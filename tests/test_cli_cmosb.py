@@ -1,4 +1,5 @@
-"""``raytune-fed cmosb`` through ``main()``: a tiny real run (Tune, party actors), resume, restore, bad input."""
+"""``raytune-fed cmosb`` through ``main()``: a tiny real run (Tune, party actors; the suite's one run, conftest's
+``cmosb_cli_run``), resume, restore, an interrupted run against an uninterrupted one, bad input."""
 
 from __future__ import annotations
 
@@ -14,18 +15,16 @@ TINY = ["--population", "2", "--generations", "1", "--grid-levels", "1", "--bo-t
         "--attack-sample", "100", "--he", "plain", "--seed", "3"]
 
 
-def test_a_tiny_run_writes_results_summary_and_report_and_resumes(ray_session, tmp_path, capsys):
-    out = tmp_path / "run"
-    argv = ["cmosb", "--dataset", "synthetic1", "--max-leakage", "0.9", "--out", str(out), *TINY]
-    assert main(argv) == 0
-    first = capsys.readouterr()
-    frame = pd.read_parquet(out / "results.parquet")
+def test_a_tiny_run_writes_results_summary_and_report_and_resumes(cmosb_cli_run, capsys):
+    run, out = cmosb_cli_run, cmosb_cli_run.out
+    assert run.code == 0, run.stderr
+    frame = run.frame
     assert frame.groupby("run").size().to_dict() == {
-        "cmosb": 2, "es": 3, "gs": 1, "bo_utility_loss": 1, "bo_training_cost": 1, "bo_privacy_leakage": 1}
+        "cmosb": 2, "es": 4, "gs": 1, "bo_utility_loss": 1, "bo_training_cost": 1, "bo_privacy_leakage": 1}
     assert set(frame.method) == {"cmosb", "es", "gs", "bo"}
     assert frame[["utility_loss", "training_cost", "privacy_leakage"]].notna().all().all()
     assert (frame.training_cost > 0).all() and (frame.encryptions > 0).all()
-    assert sorted(frame[frame.method == "es"].preset) == ["average", "fate", "vf2boost"]
+    assert sorted(frame[frame.method == "es"].preset) == ["average", "fate", "point0", "vf2boost"]
     summary = json.loads((out / "summary.json").read_text())
     methods = summary["datasets"]["synthetic1"]["methods"]
     assert set(methods) == {"cmosb", "es", "gs", "bo"} and all(0 <= m["hypervolume"] <= 1 for m in methods.values())
@@ -37,10 +36,11 @@ def test_a_tiny_run_writes_results_summary_and_report_and_resumes(ray_session, t
     assert {"pareto3d_synthetic1.png", "pareto2d_synthetic1.png", "hypervolume_by_generation_synthetic1.png",
             "index.html", "index.md"} <= \
         {p.name for p in out.iterdir()}
-    assert "cmosb: 2/2 trials" in first.err and "CMOSB" in first.out
-    assert "Configuration for experiment" not in first.out + first.err   # no Tune tables in the CLI
+    assert "cmosb: 2/2 trials" in run.stderr and "CMOSB" in run.stdout
+    assert "Configuration for experiment" not in run.stdout + run.stderr   # no Tune tables in the CLI
 
     # a second run reruns nothing and gives the same rows
+    argv = run.argv
     assert main(argv) == 0
     again = capsys.readouterr()
     assert again.err.count("finished before, not run again") == 6 and "starting" not in again.err
@@ -60,25 +60,37 @@ def test_a_tiny_run_writes_results_summary_and_report_and_resumes(ray_session, t
     assert "holds a CMOSB run with other settings (generations differ)" in capsys.readouterr().err
 
 
-def test_ctrl_c_mid_run_records_nothing_as_finished_and_the_same_command_restores(ray_session, tmp_path):
-    """Tune ends a run on SIGINT by returning what finished; that must not be written as the method's rows."""
+# Tune's trial ids and finish times and the measured seconds differ between runs; nothing else may
+VARYING = ["trial_id", "finished_at", "fit_seconds", "attack_seconds"]
+ORDER = ["run", "generation", "slot", "preset", "n_federated_trees", "n_local_trees", "max_depth", "subsample",
+         "purity_threshold", "learning_rate"]
+
+
+def test_ctrl_c_then_the_same_command_in_another_process_gives_the_rows_of_an_uninterrupted_run(
+        ray_session, tmp_path, capsys):
+    """Tune ends a run on SIGINT by returning what finished: that must not be written as the method's rows, and
+    the same command restores the run.  Generations come from NSGA2Search's record and BO proposes in batches
+    (12 trials per objective: TPE's model proposes after its 10 random ones), so neither the interruption nor
+    the order trials finish in changes a row: the restored run, in another process, equals an uninterrupted
+    run of the same command in this one."""
     import signal
     import subprocess
     import sys
     import time
 
-    out = tmp_path / "run"
-    argv = [sys.executable, "-m", "raytune_fed.cli", "cmosb", "--dataset", "synthetic1", "--population", "4",
-            "--generations", "4", "--baselines", "es", "--attack-sample", "100", "--seed", "1",
-            "--address", ray_session.get_runtime_context().gcs_address, "--out", str(out)]
+    options = ["cmosb", "--dataset", "synthetic1", "--population", "4", "--generations", "3", "--baselines", "bo",
+               "--bo-trials", "12", "--attack-sample", "100", "--max-leakage", "0.7", "--seed", "5",
+               "--address", ray_session.get_runtime_context().gcs_address]
+    out = tmp_path / "interrupted"
+    argv = [sys.executable, "-m", "raytune_fed.cli", *options, "--out", str(out)]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen, deadline = [], time.monotonic() + 300
     for line in proc.stderr:  # interrupt once a trial of the CMOSB run finished
         seen.append(line)
-        if "cmosb: 1/16 trials" in line or time.monotonic() > deadline:
+        if "cmosb: 1/12 trials" in line or time.monotonic() > deadline:
             break
     proc.send_signal(signal.SIGINT)
-    rest, _ = proc.communicate(timeout=300)[1], None
+    rest = proc.communicate(timeout=300)[1]
     err = "".join(seen) + rest
     assert proc.returncode == 130, err
     assert f"raytune-fed: interrupted; the finished trials are kept in {out}; run the same command again to resume" \
@@ -87,41 +99,29 @@ def test_ctrl_c_mid_run_records_nothing_as_finished_and_the_same_command_restore
     finished = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     assert finished.returncode == 0, finished.stderr
     assert "cmosb: restoring the interrupted Tune run" in finished.stderr
-    frame = pd.read_parquet(out / "results.parquet")
-    assert frame.groupby("run").size().to_dict() == {"cmosb": 16, "es": 3}
-    assert frame.trial_id.is_unique
-    # the searcher's record of generations survived the restore: four generations of four, slots 0-3 each
-    cmosb = frame[frame.run == "cmosb"]
-    assert cmosb.groupby("generation").slot.apply(sorted).tolist() == [[0, 1, 2, 3]] * 4
 
-
-# Tune's trial ids and finish times and the measured seconds differ between runs; nothing else may
-VARYING = ["trial_id", "finished_at", "fit_seconds", "attack_seconds"]
-
-
-def test_two_runs_of_the_same_command_give_the_same_rows_and_summary(ray_session, tmp_path, capsys):
-    """Generations come from NSGA2Search's record and BO proposes in batches, so finishing order does not matter.
-
-    (ES is left out here: its three presets are fixed configurations, evaluated as in the tiny run above.)"""
-    argv = ["cmosb", "--dataset", "synthetic1", "--population", "4", "--generations", "3", "--baselines", "bo",
-            "--bo-trials", "12", "--attack-sample", "100", "--max-leakage", "0.7", "--seed", "5",
-            "--address", ray_session.get_runtime_context().gcs_address]
-    frames, summaries = [], []
-    for name in ("first", "second"):
-        assert main([*argv, "--out", str(tmp_path / name)]) == 0
-        capsys.readouterr()
-        frames.append(pd.read_parquet(tmp_path / name / "results.parquet"))
-        summaries.append(json.loads((tmp_path / name / "summary.json").read_text()))
-    pd.testing.assert_frame_equal(frames[0].drop(columns=VARYING), frames[1].drop(columns=VARYING))
+    assert main([*options, "--out", str(tmp_path / "uninterrupted")]) == 0
+    capsys.readouterr()
+    frames = [pd.read_parquet(tmp_path / name / "results.parquet") for name in ("interrupted", "uninterrupted")]
+    summaries = [json.loads((tmp_path / name / "summary.json").read_text())
+                 for name in ("interrupted", "uninterrupted")]
+    assert frames[0].groupby("run").size().to_dict() == {
+        "cmosb": 12, "bo_utility_loss": 12, "bo_training_cost": 12, "bo_privacy_leakage": 12}
+    assert frames[0].trial_id.is_unique
+    # the searcher's record of generations survived the restore: three generations of four, slots 0-3 each
+    assert frames[0][frames[0].run == "cmosb"].groupby("generation").slot.apply(sorted).tolist() == [[0, 1, 2, 3]] * 3
+    same = [f.drop(columns=VARYING).sort_values(ORDER, ignore_index=True) for f in frames]
+    pd.testing.assert_frame_equal(same[0], same[1])
     assert summaries[0] == summaries[1]
-    cmosb = frames[0][frames[0].method == "cmosb"]
+
+    cmosb = frames[1][frames[1].method == "cmosb"]
     assert cmosb[["generation", "slot"]].values.tolist() == [[g, i] for g in range(3) for i in range(4)]
     # four members in the population after every generation, each there from its own generation on
     for g in range(3):
         alive = cmosb[(cmosb.generation <= g) & (cmosb.in_population_until >= g)]
         assert len(alive) == 4
     assert (cmosb.in_population_until >= cmosb.generation - 1).all()
-    curves = summaries[0]["datasets"]["synthetic1"]
+    curves = summaries[1]["datasets"]["synthetic1"]
     assert len(curves["cmosb_hypervolume_by_generation"]) == len(curves["cmosb_population_hypervolume_by_generation"]) == 3
     assert all(p <= a + 1e-12 for p, a in zip(curves["cmosb_population_hypervolume_by_generation"],
                                               curves["cmosb_hypervolume_by_generation"]))

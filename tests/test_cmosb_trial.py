@@ -12,23 +12,21 @@ COUNTS = ("encryptions", "decryptions", "additions", "products")
 
 
 @pytest.mark.ray
-def test_evaluate_measures_what_the_tune_trial_of_the_same_configuration_and_seed_measures(ray_session, tmp_path):
-    from raytune_fed.workflows.cmosb import CMOSBSettings, run_cmosb
-
-    settings = CMOSBSettings(dataset="synthetic1", population=2, generations=1, baselines=("es",), seed=4,
-                             n_sample=150, points=({"n_f": 3, "n_l": 1, "d": 4, "r": 0.5, "theta_p": 0.8,
-                                                    "eta": 0.2},))
-    frame = run_cmosb(settings, tmp_path / "run")
-    assert len(frame) == 2 + 3 + 1
+def test_evaluate_measures_what_the_tune_trial_of_the_same_configuration_and_seed_measures(cmosb_cli_run):
+    """Every row of the suite's CMOSB command run (every method, and an ES ``--point``) against ``evaluate``."""
+    assert cmosb_cli_run.code == 0, cmosb_cli_run.stderr
+    frame, seed, n_sample = cmosb_cli_run.frame, cmosb_cli_run.seed, cmosb_cli_run.n_sample
+    assert set(frame.method) == {"cmosb", "es", "gs", "bo"} and len(frame) == 2 + 4 + 1 + 3
     task = load_task("synthetic1")
     for row in frame.to_dict("records"):
-        e = evaluate(task, {k: row[k] for k in PARAMETERS}, op_times=REFERENCE_OP_TIMES, seed=4, n_sample=150)
+        e = evaluate(task, {k: row[k] for k in PARAMETERS}, op_times=REFERENCE_OP_TIMES, seed=seed, n_sample=n_sample)
         # the same trees (utility, operation counts), the same price and the same attack on the same view
         assert e.objectives() == tuple(row[k] for k in OBJECTIVES), row["preset"] or row["method"]
         assert [getattr(e, k) for k in COUNTS] == [row[k] for k in COUNTS]
     # another seed is another training (subsample, attack sample): the seed reaches both paths
     row = frame[frame.preset == "point0"].iloc[0]
-    other = evaluate(task, {k: row[k] for k in PARAMETERS}, op_times=REFERENCE_OP_TIMES, seed=5, n_sample=150)
+    other = evaluate(task, {k: row[k] for k in PARAMETERS}, op_times=REFERENCE_OP_TIMES, seed=seed + 1,
+                     n_sample=n_sample)
     assert other.objectives() != tuple(row[k] for k in OBJECTIVES)
 
 
