@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _sites_csv import write_sites_csv
 
 from raytune_fed.cli._stderr import RAY_LINE, RayLineFilter
 
@@ -28,11 +29,14 @@ def test_ray_lines_on_fd_2_go_to_a_log_file_and_the_rest_passes_through(tmp_path
 
 @pytest.mark.process
 def test_an_rfms_run_on_actor_sites_prints_only_its_own_lines(tmp_path):
+    """Its own local session (the first lines say that Ray starts) and a site actor per site (three)."""
     out = tmp_path / "out"
+    data = write_sites_csv(tmp_path / "three_sites.csv")
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS",)}
-    proc = subprocess.run([sys.executable, "-m", "raytune_fed.cli", "rfms", "--dataset", "geo5_sim", "--pairs", "1",
-                           "--reps", "1", "--n-init", "2", "--n-iter", "1", "--n-folds", "3", "--methods", "lso,fso5",
-                           "--num-cpus", "1", "--no-report", "--sites", "actor", "--out", str(out)],
+    proc = subprocess.run([sys.executable, "-m", "raytune_fed.cli", "rfms", "--dataset", data, "--target", "label",
+                           "--site-column", "site", "--pairs", "1", "--reps", "1", "--n-init", "2", "--n-iter", "1",
+                           "--n-folds", "3", "--methods", "lso,fso5", "--num-cpus", "1", "--no-report", "--sites",
+                           "actor", "--out", str(out)],
                           capture_output=True, text=True, env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()

@@ -59,7 +59,9 @@ def test_parego_example(ray_session, capsys):
 
 
 def test_nsga2_example(ray_session):
-    searcher = _example("nsga2_search.py")["main"]()
+    # two generations, not the script's three: each trial starts an actor (no reuse_actors in this example)
+    searcher = _example("nsga2_search.py")["main"](generations=2)
+    assert searcher.core.n_told == 2 * 4
     configs = searcher.core.pareto_configs()
     assert configs, "a feasible front"
     assert all(c["width"] * (1 + c["x"]) <= 40.0 for c in configs)

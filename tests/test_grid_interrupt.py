@@ -60,9 +60,11 @@ def test_sigint_and_sigterm_then_the_same_command_match_an_uninterrupted_run(ray
     assert "already done" in finished.stderr and _units(out) == 6
 
     # guard off: the sites' differencing guard remembers the answers of every earlier cell, so with it on a
-    # resumed run (fresh sites that never saw the skipped cells) can refuse other models than an uninterrupted one
+    # resumed run (fresh sites that never saw the skipped cells) can refuse other models than an uninterrupted one.
+    # The uninterrupted run keeps its sites in this process (no Ray): the sites answer alike in every deployment,
+    # so its rows are those of an uninterrupted run on actor sites, without starting another grid's actors
     settings = RFMSSettings(dataset=data, target="label", site_column="site", guard_k=0, **SETTINGS)
-    straight = run_grid(settings, learners=["svm"], n_reps=2, n_pairs=3, out=tmp_path / "straight")
+    straight = run_grid(settings, learners=["svm"], n_reps=2, n_pairs=3, out=tmp_path / "straight", sites="local")
     resumed, once = ResultStore(out), ResultStore(tmp_path / "straight")
     keys = sorted(straight["cell_key"].unique())
     assert sorted(p.stem for p in resumed.units.glob("*.json")) == keys
