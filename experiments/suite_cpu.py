@@ -8,9 +8,10 @@ test``) inside a cgroup made for it (``experiments/fresh_clone.py``'s), so every
 starts counts, including Ray's workers, which no ``getrusage`` sees (raylet ignores
 SIGCHLD).  This file is also the pytest plugin that reads the group's counter when each
 test starts and ends.  The JSON holds every test's CPU and wall seconds, the sums per file
-(the slowest first), the total and the load average.  The CPU seconds of a test include its
-share of the shared Ray session's background work (about 0.02 CPU-seconds per second when
-idle, measured here), and the first test that needs the session pays for starting it.
+(the slowest first), the total, the load average and pytest's FAILED / ERROR lines.  The
+CPU seconds of a test include its share of the shared Ray session's background work (about
+0.02 CPU-seconds per second when idle, measured here), and the first test that needs the
+session pays for starting it.
 Needs root (a writable cgroup hierarchy).
 """
 
@@ -106,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     rows_file.unlink(missing_ok=True)
     result = {"command": "python experiments/suite_cpu.py " + " ".join(argv), "pytest": " ".join(command[1:]),
               "exit_code": proc.returncode, "closing_line": (proc.stdout.strip().splitlines() or [""])[-1],
+              "not_passed": [line for line in proc.stdout.splitlines() if line.startswith(("FAILED ", "ERROR "))],
               "wall_seconds": round(time.monotonic() - start, 1), "cpu_source": group.kind,
               "load_before": [round(x, 2) for x in load_before],
               "load_after": [round(x, 2) for x in os.getloadavg()], "cpu_count": os.cpu_count(),
