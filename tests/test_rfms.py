@@ -314,18 +314,22 @@ def test_bad_thresholdout_parameters(kwargs, message):
 
 
 def test_every_deployment_and_sites_by_url_give_the_same_numbers(ray_session, tmp_path):
-    """One cell (so the guard's history does not depend on which cell reaches a site first), guard on."""
+    """One cell (so the guard's history does not depend on which cell reaches a site first), guard on; three
+    sites (openbox, lockbox, a curator), so each deployment starts three site processes, not five."""
     from raytune_fed import federation
     from raytune_fed.workflows.rfms import plan_sites, rfms_site_policy
 
-    settings = RFMSSettings(dataset="geo5_sim", methods=("lso", "fso5", "fso_th", "fmo"), guard_k=5, **TINY)
+    data = write_sites_csv(tmp_path / "sites.csv")
+    settings = RFMSSettings(dataset=data, target="label", site_column="site",
+                            methods=("lso", "fso5", "fso_th", "fmo"), guard_k=5, **TINY)
     compared = ["experiment", "method", "hypervolume", "selected", "curator_outbag", "lockbox_loss",
                 "n_refused_evaluations"]
     frames = {kind: run_grid(settings, learners=["svm"], n_reps=1, n_pairs=1, out=tmp_path / kind, sites=kind)
               for kind in ("local", "actor", "service")}
     # sites started by their owners elsewhere, under the same policies, reached by URL from a sites file
     plan = plan_sites(settings)
-    specs = build_grid(settings, n_sites=5, learners=["svm"], n_reps=1, n_pairs=1, site_names=plan.site_names)
+    specs = build_grid(settings, n_sites=len(plan.site_names), learners=["svm"], n_reps=1, n_pairs=1,
+                       site_names=plan.site_names)
     template = rfms_site_policy(settings, grid_schedule(specs), 1)
     owners = tmp_path / "owners"
     with federation.start_sites({n: plan.site(i) for i, n in enumerate(plan.site_names)}, template=template,
