@@ -46,20 +46,25 @@ def needed_sites(demand: Demand, totals: Sequence[Mapping[str, float]], offered:
     types the autoscaler can start (``offered``), declare when the grid starts: from then on some live node
     must declare each, or the site's actor has nowhere to run and the cell waits (a site nobody declares
     runs anywhere, as its actor does)."""
-    wanted = {f"site:{name}" for name in demand.needs}
-    return tuple(sorted(r for r in wanted if r in offered or any(node.get(r, 0.0) > 0 for node in totals)))
+    wanted = sorted({f"site:{name}" for name in demand.needs})
+    missing = set(undeclared(wanted, totals))
+    return tuple(r for r in wanted if r in offered or r not in missing)
+
+
+def undeclared(resources: Sequence[str], totals: Sequence[Mapping[str, float]]) -> list[str]:
+    """Those of ``resources`` that no live node declares."""
+    return [r for r in resources if not any(node.get(r, 0.0) > 0 for node in totals)]
 
 
 def declared(resources: Sequence[str], totals: Sequence[Mapping[str, float]]) -> bool:
     """Whether some live node declares each of ``resources``."""
-    return all(any(node.get(r, 0.0) > 0 for node in totals) for r in resources)
+    return not undeclared(resources, totals)
 
 
 def why_sites_missing(resources: Sequence[str], totals: Sequence[Mapping[str, float]]) -> str:
     """Which of ``resources`` no live node declares (call when :func:`declared` is False)."""
-    missing = [r for r in resources if not any(node.get(r, 0.0) > 0 for node in totals)]
-    return (f"no live node declares {', '.join(repr(r) for r in missing)}, so the actor of a site this cell "
-            f"queries has nowhere to run (a site's rows stay on its own nodes)")
+    return (f"no live node declares {', '.join(repr(r) for r in undeclared(resources, totals))}, so the actor of a "
+            f"site this cell queries has nowhere to run (a site's rows stay on its own nodes)")
 
 
 def _fits(node: Mapping[str, float], need: Requirement) -> int:

@@ -45,7 +45,8 @@ from raytune_fed.grid._cell import Cell, CellError, Outcome, Usage, as_result
 from raytune_fed.grid._grants import Running, share_cores
 from raytune_fed.grid._executors import RunCell
 from raytune_fed.grid._placement import (Requirement, Slots, alive_totals, autoscaler_request, capacity, declared,
-                                         needed_sites, requirement, why_sites_missing, why_unplaceable)
+                                         needed_sites, requirement, undeclared, why_sites_missing,
+                                         why_unplaceable)
 
 _MAX_BUNDLES = 1000
 MAX_RETRIES = 100
@@ -316,7 +317,7 @@ def wait_for_declared(resources: Sequence[str], timeout: float, note: Callable[[
     told = False
     while True:
         totals = alive_totals(ray.nodes())
-        missing = [r for r in resources if not declared([r], totals)]
+        missing = undeclared(resources, totals)
         if not missing or time.monotonic() >= give_up:
             return missing
         if not told and note is not None:
