@@ -21,8 +21,10 @@ demo: $(STAMP)
 # fake multi-node provider) and the fault tests (workers, site actors and `ray start` nodes killed
 # mid-grid; each workflow's command stopped and resumed on another CPU count) take minutes each:
 # `make test-cluster` and `make test-faults` run them, `.ci/run` all three.
+# Two pytest-xdist workers: the Ray and process tests in order on one (the one shared Ray session), the pure
+# tests on the other (tests/conftest.py's scheduler).
 test: $(STAMP) chromium
-	$(BIN)/python -m pytest -q -m "not cluster and not faults"
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not cluster and not faults"
 
 test-pure: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not ray and not process"

@@ -11,22 +11,77 @@ such as the one joblib runs to count cores, are let through).
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from types import SimpleNamespace
 
 import pytest
 
+SERIAL_GROUP = "ray_and_processes"
+_SERIAL_FILE = "RAYTUNE_FED_TEST_SERIAL_FILE"
+
+
+def pytest_itemcollected(item):
+    # per item as it is collected, before ``-m`` selects
+    if "ray_session" in getattr(item, "fixturenames", ()):
+        item.add_marker(pytest.mark.ray)
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if any(getattr(value, "starts_process", False) is True for value in params.values()):
+        item.add_marker(pytest.mark.process)
+
+
+# `make test` runs pytest-xdist's ``-n 2 --dist loadgroup``: every Ray and process test goes to one worker, in
+# collection order, on the one shared Ray session; the pure tests run on the other worker beside them (they start
+# no process, and the Ray tests leave much of a core idle while they wait on Ray).  pytest-xdist groups by a suffix
+# it writes into each test's id, which pytest 9.2 no longer lets it write, so each worker writes the ids of its Ray
+# and process tests to a file and the controller's scheduler reads the group from there.
+
+def pytest_configure(config):
+    if not hasattr(config, "workerinput") and getattr(config.option, "dist", "no") == "loadgroup":
+        config._serial_dir = tempfile.mkdtemp(prefix="raytune-fed-tests-")
+        os.environ[_SERIAL_FILE] = os.path.join(config._serial_dir, "serial")
+
+
+def pytest_unconfigure(config):
+    if getattr(config, "_serial_dir", None):
+        shutil.rmtree(config._serial_dir, ignore_errors=True)
+        os.environ.pop(_SERIAL_FILE, None)
+
 
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if "ray_session" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.ray)
-        params = getattr(getattr(item, "callspec", None), "params", {})
-        if any(getattr(value, "starts_process", False) is True for value in params.values()):
-            item.add_marker(pytest.mark.process)
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    if worker and os.environ.get(_SERIAL_FILE):
+        serial = [item.nodeid for item in items if item.get_closest_marker("ray") or item.get_closest_marker("process")]
+        path = f"{os.environ[_SERIAL_FILE]}.{worker}"
+        with open(path + ".part", "w") as f:
+            f.write("\n".join(serial))
+        os.replace(path + ".part", path)
+
+
+if importlib.util.find_spec("xdist") is not None:  # a hook pytest knows only with pytest-xdist installed
+    def pytest_xdist_make_scheduler(config, log):
+        if getattr(config, "_serial_dir", None) is None:
+            return None
+        from xdist.scheduler import LoadGroupScheduling
+
+        class SerialGroupScheduling(LoadGroupScheduling):
+            serial: set[str] | None = None
+
+            def _split_scope(self, nodeid: str) -> str:
+                if self.serial is None:  # first called once every worker has sent its collection
+                    self.serial = set()
+                    for name in os.listdir(config._serial_dir):
+                        if not name.endswith(".part"):
+                            with open(os.path.join(config._serial_dir, name)) as f:
+                                self.serial.update(line for line in f.read().splitlines() if line)
+                return SERIAL_GROUP if nodeid in self.serial else super()._split_scope(nodeid)
+
+        return SerialGroupScheduling(config, log)
 
 
 @pytest.fixture(autouse=True)
