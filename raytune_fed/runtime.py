@@ -177,7 +177,11 @@ def connect(address: str | None = None, num_cpus: int | None = None, *, resource
         kwargs["address"] = address
     else:  # a new session of our own, even when a `ray start` cluster runs on this machine
         kwargs.update(address="local", num_cpus=num_cpus if num_cpus is not None else (os.cpu_count() or 1),
-                      resources=dict(resources or {}))
+                      resources=dict(resources or {}),
+                      # Ray runs its workers 15 nice levels below the raylet by default; ours run at the priority the
+                      # command was started with (`nice -n 10 raytune-fed ...` lowers all of it), so a busy machine
+                      # does not starve the trials while the driver waits on them
+                      _system_config={"worker_niceness": 0})
     on_term = signal.getsignal(signal.SIGTERM) if threading.current_thread() is threading.main_thread() else None
     if address:
         logger.info("Ray: joining the cluster at %s", address)
