@@ -53,28 +53,41 @@ def test_sites_set_up_by_site_init_serve_a_grid_through_a_sites_file(ray_session
     sites_file, servers, entries = tmp_path / "analyst" / "sites.toml", [], []
     (tmp_path / "analyst" / "tokens").mkdir(parents=True)
     (tmp_path / "analyst" / "certs").mkdir()
+
+    def start(i: int, name: str) -> tuple[subprocess.Popen, str]:
+        """The owner's steps: ``site init`` on a free port, then the printed ``site serve`` command."""
+        owner_dir = tmp_path / "owners" / name
+        shutil.rmtree(owner_dir, ignore_errors=True)
+        assert main(["site", "init", str(owner_dir), "--port", str(_free_port())]) == 0
+        printed = capsys.readouterr().out
+        shutil.copy(owner_dir / "analyst.token", tmp_path / "analyst" / "tokens" / name)  # as the owner hands
+        shutil.copy(owner_dir / "cert.pem", tmp_path / "analyst" / "certs" / f"{name}.pem")  # them over
+        X, y = plan.site(i)
+        np.savez(owner_dir / "rows.npz", X=X, y=y)
+        serve = printed[printed.index("raytune-fed site serve"):].splitlines()[0]
+        argv = serve.replace("--data ROWS --target LABEL", f"--data {owner_dir / 'rows.npz'}").split()[1:]
+        return (subprocess.Popen([sys.executable, "-m", "raytune_fed.cli", *argv, "--url-file", str(owner_dir / "url")],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True),
+                printed[printed.index(f"[sites.{name}]"):])
+
     try:
         for i, name in enumerate(plan.site_names):
-            owner_dir = tmp_path / "owners" / name
-            assert main(["site", "init", str(owner_dir), "--port", str(_free_port())]) == 0
-            printed = capsys.readouterr().out
-            entries.append(printed[printed.index(f"[sites.{name}]"):])
-            shutil.copy(owner_dir / "analyst.token", tmp_path / "analyst" / "tokens" / name)  # as the owner hands
-            shutil.copy(owner_dir / "cert.pem", tmp_path / "analyst" / "certs" / f"{name}.pem")  # them over
-            X, y = plan.site(i)
-            np.savez(owner_dir / "rows.npz", X=X, y=y)
-            serve = printed[printed.index("raytune-fed site serve"):].splitlines()[0]
-            argv = serve.replace("--data ROWS --target LABEL", f"--data {owner_dir / 'rows.npz'}").split()[1:]
-            servers.append(subprocess.Popen([sys.executable, "-m", "raytune_fed.cli", *argv, "--url-file",
-                                             str(owner_dir / "url")], stdout=subprocess.DEVNULL,
-                                            stderr=subprocess.PIPE, text=True))
-        sites_file.write_text("\n".join(entries))
-        for name, proc in zip(plan.site_names, servers):
-            deadline = time.monotonic() + 300
+            proc, entry = start(i, name)
+            servers.append(proc)
+            entries.append(entry)
+        for i, name in enumerate(plan.site_names):
+            deadline, attempt = time.monotonic() + 300, 0
             while not (tmp_path / "owners" / name / "url").exists():
-                assert proc.poll() is None, proc.stderr.read()
+                if servers[i].poll() is not None:
+                    error = servers[i].stderr.read()
+                    # the port was free when site init chose it; another process (a Ray worker of this machine)
+                    # may take it before the service binds: the owner picks another port and starts again
+                    assert "the address is in use" in error and attempt < 3, error
+                    attempt += 1
+                    servers[i], entries[i] = start(i, name)
                 assert time.monotonic() < deadline, f"site {name} did not start"
                 time.sleep(0.1)
+        sites_file.write_text("\n".join(entries))
         out = tmp_path / "grid"
         code = main(["rfms", "--dataset", "geo5_sim", "--pairs", "1", "--reps", "1", "--n-init", "2", "--n-iter",
                      "1", "--n-folds", "3", "--methods", "lso,fso5", "--sites", str(sites_file), "--no-report",
