@@ -31,7 +31,7 @@ import re
 import signal
 import socket
 import threading
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 from raytune_fed._limits import check_bounded
 from raytune_fed.errors import ConfigError
@@ -279,16 +279,19 @@ def placement(kind: str, name: str, declared: Mapping[str, float] | None = None)
     return {}
 
 
-def declared_resources() -> dict[str, float]:
+def declared_resources(offered: Collection[str] | None = None) -> dict[str, float]:
     """The connected cluster's resources: its live nodes' totals, plus 1 of each custom resource that
     only a node type its autoscaler can start declares (``raytune-fed cluster announce``), so work
-    pinned to it waits for that node and its demand makes the autoscaler start one."""
+    pinned to it waits for that node and its demand makes the autoscaler start one.  ``offered``: those
+    node types' resources when the caller has read them already (``cluster.offered_resources``)."""
     import ray
 
-    from raytune_fed.cluster import offered_resources
+    if offered is None:
+        from raytune_fed.cluster import offered_resources
 
+        offered = offered_resources()
     declared = dict(ray.cluster_resources())
-    for resource in offered_resources():
+    for resource in offered:
         declared.setdefault(resource, 1.0)
     return declared
 

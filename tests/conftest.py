@@ -23,7 +23,7 @@ from types import SimpleNamespace
 import pytest
 
 SERIAL_GROUP = "ray_and_processes"
-_SERIAL_FILE = "RAYTUNE_FED_TEST_SERIAL_FILE"
+_SERIAL_DIR = "raytune_fed_serial_dir"  # the controller's directory for the workers' lists, in each workerinput
 
 
 def pytest_itemcollected(item):
@@ -39,31 +39,34 @@ def pytest_itemcollected(item):
 # collection order, on the one shared Ray session; the pure tests run on the other worker beside them (they start
 # no process, and the Ray tests leave much of a core idle while they wait on Ray).  pytest-xdist groups by a suffix
 # it writes into each test's id, which pytest 9.2 no longer lets it write, so each worker writes the ids of its Ray
-# and process tests to a file and the controller's scheduler reads the group from there.
+# and process tests to a file in a directory the controller hands them, and the controller's scheduler reads the
+# group from there.
 
 def pytest_configure(config):
     if not hasattr(config, "workerinput") and getattr(config.option, "dist", "no") == "loadgroup":
         config._serial_dir = tempfile.mkdtemp(prefix="raytune-fed-tests-")
-        os.environ[_SERIAL_FILE] = os.path.join(config._serial_dir, "serial")
 
 
 def pytest_unconfigure(config):
     if getattr(config, "_serial_dir", None):
         shutil.rmtree(config._serial_dir, ignore_errors=True)
-        os.environ.pop(_SERIAL_FILE, None)
 
 
 def pytest_collection_modifyitems(config, items):
-    worker = getattr(config, "workerinput", {}).get("workerid")
-    if worker and os.environ.get(_SERIAL_FILE):
+    workerinput = getattr(config, "workerinput", {})
+    if workerinput.get(_SERIAL_DIR):
         serial = [item.nodeid for item in items if item.get_closest_marker("ray") or item.get_closest_marker("process")]
-        path = f"{os.environ[_SERIAL_FILE]}.{worker}"
+        path = os.path.join(workerinput[_SERIAL_DIR], workerinput["workerid"])
         with open(path + ".part", "w") as f:
             f.write("\n".join(serial))
         os.replace(path + ".part", path)
 
 
-if importlib.util.find_spec("xdist") is not None:  # a hook pytest knows only with pytest-xdist installed
+if importlib.util.find_spec("xdist") is not None:  # hooks pytest knows only with pytest-xdist installed
+    def pytest_configure_node(node):
+        if getattr(node.config, "_serial_dir", None):
+            node.workerinput[_SERIAL_DIR] = node.config._serial_dir
+
     def pytest_xdist_make_scheduler(config, log):
         if getattr(config, "_serial_dir", None) is None:
             return None

@@ -148,13 +148,13 @@ def pin_sites(out: str | Path, site_names: Sequence[str], placement_timeout: flo
     any node.  A site only the autoscaler offers is not waited for here: its actor's demand is
     what makes the autoscaler start its node.
     """
-    import ray
-
     from raytune_fed.cluster import offered_resources
+    from raytune_fed.runtime import declared_resources
 
     path = Path(out) / PLACEMENT_FILE
     wanted = [f"site:{name}" for name in site_names]
-    offered, live = offered_resources(), ray.cluster_resources()
+    offered = offered_resources()
+    declared = declared_resources(offered)
     recorded: list[str] = []
     if path.exists():
         try:
@@ -164,7 +164,7 @@ def pin_sites(out: str | Path, site_names: Sequence[str], placement_timeout: flo
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ConfigError(f"{path} is not a placement record (damaged?): {exc}; delete it to let the grid "
                               f"decide again from the nodes' resources") from None
-    if not recorded and not any(r in offered or live.get(r, 0.0) > 0 for r in wanted):
+    if not recorded and not any(declared.get(r, 0.0) > 0 for r in wanted):
         return []  # nothing declares this grid's sites: they run anywhere
     pinned = sorted(set(recorded) | set(wanted))
     if pinned != recorded:
