@@ -1,8 +1,7 @@
-"""``experiments/bench_cmosb_constrained.py``, ``bench_cmosb_seeds.py``, ``bench_nsga2.py`` and
-``bench_party_wire.py``: bad options end with one line and exit code 2 before Ray starts."""
+"""``experiments/bench_cmosb_seeds.py``, ``bench_nsga2.py`` and ``bench_party_wire.py``: bad options end with
+one line and exit code 2 before Ray starts; the multi-seed CMOSB scoring."""
 
 import importlib.util
-import json
 import sys
 from pathlib import Path
 
@@ -26,40 +25,6 @@ def run(module, monkeypatch, capsys, *argv):
         module.main()
     err = capsys.readouterr().err.strip().splitlines()
     return stopped.value.code, err[-1] if err else ""
-
-
-def test_unknown_constraints_are_named(monkeypatch, capsys, tmp_path):
-    code, line = run(_load("bench_cmosb_constrained"), monkeypatch, capsys, "--constraints", "privacy_leakage,speed",
-                     "--work", str(tmp_path))
-    assert code == 2 and "--constraints takes privacy_leakage and/or training_cost, got 'privacy_leakage,speed'" in line
-
-
-def _finished(tmp_path, **settings):
-    work = tmp_path / "table4" / "synthetic1"
-    (work / "runs").mkdir(parents=True)
-    base = {"dataset": "synthetic1", "population": 20, "generations": 40, "seed": 0, "he": "plain",
-            "n_sample": 1000, "max_cost": None, "max_leakage": None}
-    (work / "settings.json").write_text(json.dumps({"settings": {**base, **settings}, "op_times": {}}))
-    pd.DataFrame({"utility_loss": [0.1]}).to_parquet(work / "runs" / "cmosb.parquet")
-    return work
-
-
-@pytest.mark.parametrize("settings, message", [
-    ({"population": 12, "seed": 3}, "that run differs in population, seed"),
-    ({"max_leakage": 0.6}, "that run differs in constraints"),
-])
-def test_mosb_from_a_different_search_is_refused(monkeypatch, capsys, tmp_path, settings, message):
-    work = _finished(tmp_path, **settings)
-    code, line = run(_load("bench_cmosb_constrained"), monkeypatch, capsys, "--mosb-from", str(work),
-                     "--work", str(tmp_path / "w"))
-    assert code == 2 and f"--mosb-from {work}: {message}" in line
-    assert not (tmp_path / "w").exists()
-
-
-def test_mosb_from_a_folder_without_a_finished_run_is_refused(monkeypatch, capsys, tmp_path):
-    code, line = run(_load("bench_cmosb_constrained"), monkeypatch, capsys, "--mosb-from", str(tmp_path / "none"),
-                     "--work", str(tmp_path / "w"))
-    assert code == 2 and "no finished CMOSB run there" in line
 
 
 def test_bench_party_wire_names_unknown_paths_and_backends(monkeypatch, capsys):
@@ -106,6 +71,24 @@ def test_table4_readings_scale_each_objective_as_stated():
     assert hv["own_rows"]["a"] == pytest.approx(1.0)
     # b's two points, natural: (0.4, 1, 0.8) adds nothing (cost at the reference); (0.3, 0.25, 0.9)
     assert hv["natural"]["b"] == pytest.approx(0.7 * 0.75 * 0.1)
+
+
+def test_table4_pairs_cmosb_with_each_baseline_by_seed():
+    """CMOSB minus a baseline is taken within a seed (the seed's own normalisation), then averaged."""
+    seeds = _load("bench_cmosb_seeds")
+    rows = {"cmosb": [0.1, 2.0, 0.5], "bo": [0.2, 1.0, 0.7]}
+    frames = {s: pd.DataFrame([{"method": m, **dict(zip(seeds.OBJECTIVES, v))} for m, v in rows.items()]
+                              + [{"method": "bo", **dict(zip(seeds.OBJECTIVES, [0.05 * (1 + s), 3.0, 0.4]))}])
+              for s in (0, 1)}
+    out = seeds.table4(frames)
+    for reading, methods in out["readings"].items():
+        paired = out["cmosb_minus_paired"][reading]["bo"]
+        diff = [methods["cmosb"]["per_seed"][k] - methods["bo"]["per_seed"][k] for k in ("0", "1")]
+        assert paired["per_seed"] == pytest.approx(dict(zip(("0", "1"), diff)))
+        assert paired["mean"] == pytest.approx(sum(diff) / 2)
+        assert paired["seeds_ahead"] == sum(d > 0 for d in diff) and paired["seeds"] == 2
+    # all_rows, seed 0: cmosb (0.1, 2, 0.5) scales to (1/3, 1/2, 1/3) over rows ranging (0.05-0.2, 1-3, 0.4-0.7)
+    assert out["readings"]["all_rows"]["cmosb"]["per_seed"]["0"] == pytest.approx(2 / 3 * 1 / 2 * 2 / 3)
 
 
 def test_figures_score_a_search_still_running_up_to_the_generations_it_completed():
