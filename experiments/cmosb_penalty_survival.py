@@ -17,6 +17,10 @@ and on the raw objectives.  It reports, summed over the generations of each seed
 * ``replay_agrees``: the share of recorded survivors the penalised replay also keeps (ties
   between infinite crowding distances are broken at random by pymoo, so not all of them).
 
+Beside it, for every search of the run (MOSB, i.e. ``table4``'s search, and both handlings of
+each bound), ``population_infeasible_share``: the infeasible share of the recorded population
+after generations 10, 20, 30 and the last.
+
     python experiments/cmosb_penalty_survival.py     # -> experiments/measured/cmosb_penalty_survival.json
 """
 
@@ -75,6 +79,15 @@ def replay(frame: pd.DataFrame, objective: str, bound: float, population: int, s
             "replay_agrees": float(np.mean(agree))}
 
 
+def population_infeasible(frame: pd.DataFrame, objective: str, bound: float) -> dict[str, float]:
+    last = int(frame.generation.max())
+    out = {}
+    for g in (10, 20, 30, last):
+        members = frame[(frame.generation <= g) & (frame.in_population_until >= g)]
+        out[str(g)] = float((members[objective] > bound).mean())
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--work", default="results/bench_cmosb_seeds")
@@ -104,6 +117,22 @@ def main(argv: list[str] | None = None) -> dict:
                       f"median crowding feasible/infeasible {r['median_finite_crowding_on_front1']['penalised']} "
                       f"(raw {r['median_finite_crowding_on_front1']['raw']}); replay keeps "
                       f"{r['replay_agrees']:.2f} of the recorded survivors")
+    report["population_infeasible_share"] = {}
+    for objective, option in (("privacy_leakage", "max_leakage"), ("training_cost", "max_cost")):
+        bound = getattr(args, option)
+        prefix = "leakage" if objective == "privacy_leakage" else "cost"
+        for variant in ("table4", f"{prefix}_penalty", f"{prefix}_domination"):
+            found = {}
+            for seed in seeds:
+                path = Path(args.work) / args.dataset / variant / f"seed{seed}" / "runs" / "cmosb.parquet"
+                if path.exists():
+                    found[str(seed)] = population_infeasible(pd.read_parquet(path), objective, bound)
+            if found:
+                name = "mosb" if variant == "table4" else variant
+                report["population_infeasible_share"].setdefault(objective, {})[name] = found
+                print(f"{objective} <= {bound:g}, {name}: infeasible share of the population after generations "
+                      "10/20/30/last, per seed: " + "; ".join(" ".join(f"{v:.2f}" for v in r.values())
+                                                              for r in found.values()))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=1))
     print(f"wrote {args.out}")
