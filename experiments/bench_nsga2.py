@@ -187,6 +187,33 @@ def run_tune(problem: Problem, method: str, population: int, generations: int, s
     return np.array([[r.metrics[m] for m in problem.metrics] for r in results], dtype=float)
 
 
+def optuna_generations(work: Path, runs: list[dict]) -> dict:
+    """How NSGAIISampler spread each Tune run's trials over its generations, from the run's own searcher state.
+
+    Optuna's sampler assigns a trial to the generation after the last one with ``population_size`` finished
+    trials, so a trial asked while others of its generation still run joins that generation: under Tune's
+    concurrency a generation holds more trials than a population, and the first one is all random draws.
+    """
+    import pickle
+    from collections import Counter
+
+    out: dict = {}
+    for r in runs:
+        if (r["mode"], r["method"]) != ("tune", "optuna_nsga2"):
+            continue
+        states = sorted((work / f"{r['problem']}_optuna_nsga2_{r['seed']}").glob("searcher-state-*.pkl"))
+        if not states:
+            continue
+        with open(states[-1], "rb") as f:
+            study = pickle.load(f)["_ot_study"]
+        counts = Counter(t.system_attrs.get("NSGAIISampler:generation") for t in study.get_trials(deepcopy=False))
+        cell = out.setdefault(r["problem"], {"seeds": [], "generation0_trials": [], "last_generation": []})
+        cell["seeds"].append(r["seed"])
+        cell["generation0_trials"].append(counts.get(0, 0))
+        cell["last_generation"].append(max(g for g in counts if g is not None))
+    return out
+
+
 def summarise(runs: list[dict], seeds: list[int]) -> dict:
     out: dict = {}
     for problem in PROBLEMS:
@@ -282,6 +309,12 @@ def main(argv: list[str] | None = None) -> dict:
                 out_path.parent.mkdir(parents=True, exist_ok=True)
                 out_path.write_text(json.dumps(report, indent=1))
     report = json.loads(out_path.read_text())
+    if "tune" in modes:
+        report["optuna_tune_generations"] = optuna_generations(Path(args.work), report["runs"])
+        out_path.write_text(json.dumps(report, indent=1))
+        for p, g in report["optuna_tune_generations"].items():
+            print(f"{p} tune   optuna_nsga2: trials in generation 0 per seed {g['generation0_trials']}, "
+                  f"last generation reached {g['last_generation']}")
     for p, modes_ in report["summary"].items():
         for mode, cell in modes_.items():
             print(p, mode, "  ".join(f"{m} {c['hv_mean']:.3f}±{c['hv_std']:.3f}"

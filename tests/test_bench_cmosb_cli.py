@@ -131,3 +131,26 @@ def test_figures_pair_each_constrained_search_with_mosb_after_every_generation()
     assert [g["mean"] for g in by_generation] == pytest.approx([0.125, 0.125])
     assert [g["std"] for g in by_generation] == pytest.approx([0.625 * 2 ** 0.5, 0.125 * 2 ** 0.5])
     assert [g["seeds_ahead"] for g in by_generation] == [1, 1]
+
+
+def test_bench_nsga2_counts_optuna_generations_from_the_runs_own_study(tmp_path):
+    """The count reads the generation Optuna's sampler stored on each trial of a Tune run's searcher state."""
+    import pickle
+
+    import optuna
+
+    nsga2 = _load("bench_nsga2")
+    study = optuna.create_study(directions=["minimize", "minimize"])
+    for generation in [0] * 5 + [1] * 3 + [2] * 2:
+        trial = study.ask()
+        study._storage.set_trial_system_attr(trial._trial_id, "NSGAIISampler:generation", generation)
+        study.tell(trial, [0.0, 1.0])
+    run = tmp_path / "zdt1_optuna_nsga2_7"
+    run.mkdir()
+    with open(run / "searcher-state-2026-01-01_00-00-00.pkl", "wb") as f:
+        pickle.dump({"_ot_study": study}, f)
+    runs = [{"problem": "zdt1", "mode": "tune", "method": "optuna_nsga2", "seed": 7},
+            {"problem": "zdt1", "mode": "tune", "method": "nsga2search", "seed": 7},
+            {"problem": "zdt2", "mode": "tune", "method": "optuna_nsga2", "seed": 7}]  # no state stored: left out
+    assert nsga2.optuna_generations(tmp_path, runs) == {
+        "zdt1": {"seeds": [7], "generation0_trials": [5], "last_generation": [2]}}
