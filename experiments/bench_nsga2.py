@@ -270,7 +270,9 @@ def main(argv: list[str] | None = None) -> dict:
     seeds = [seed_int(s) for s in spawn(args.root_seed, args.seeds)]
     out_path = Path(args.out)
     previous = json.loads(out_path.read_text()) if out_path.exists() else {}
-    same = previous.get("settings", {}) == {k: v for k, v in vars(args).items() if k not in ("problems", "modes")}
+    # what the numbers depend on (not where they are kept: the same run resumes from another path to its files)
+    settings = {k: v for k, v in vars(args).items() if k not in ("problems", "modes", "work", "out")}
+    same = {k: v for k, v in previous.get("settings", {}).items() if k not in ("work", "out")} == settings
     runs = previous.get("runs", []) if same else []  # rerunning the same command resumes
     done = {(r["problem"], r["mode"], r["method"], r["seed"]) for r in runs}
     if "tune" in modes:
@@ -293,7 +295,7 @@ def main(argv: list[str] | None = None) -> dict:
                              "hv": hypervolume(F, problem.reference), "wall_s": time.perf_counter() - start})
                 print(f"{name} {mode:6s} {method:17s} seed={seed:<10d} HV={runs[-1]['hv']:.4f}", flush=True)
                 report = {"benchmark": "bench_nsga2",
-                          "settings": {k: v for k, v in vars(args).items() if k not in ("problems", "modes")},
+                          "settings": settings,
                           "population": args.population, "generations": args.generations,
                           "evaluations": args.population * args.generations,
                           "references": {p: list(r) for p, r in REFERENCES.items()},

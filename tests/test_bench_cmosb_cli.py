@@ -154,3 +154,26 @@ def test_bench_nsga2_counts_optuna_generations_from_the_runs_own_study(tmp_path)
             {"problem": "zdt2", "mode": "tune", "method": "optuna_nsga2", "seed": 7}]  # no state stored: left out
     assert nsga2.optuna_generations(tmp_path, runs) == {
         "zdt1": {"seeds": [7], "generation0_trials": [5], "last_generation": [2]}}
+
+
+def test_bench_nsga2_resumes_from_another_path_to_the_same_files(monkeypatch, tmp_path):
+    """A rerun resumes whatever path names its files; the JSON records no path of the machine."""
+    nsga2 = _load("bench_nsga2")
+    calls = []
+    real = nsga2.run_direct
+
+    def counted(*args, **kwargs):
+        calls.append(args[1])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(nsga2, "run_direct", counted)
+    common = ["--modes", "direct", "--problems", "zdt1", "--seeds", "2", "--population", "4", "--generations", "2",
+              "--n-var", "3"]
+    first = nsga2.main(common + ["--out", str(tmp_path / "o.json"), "--work", str(tmp_path / "w")])
+    assert len(calls) == 2 * len(nsga2.METHODS)
+    monkeypatch.chdir(tmp_path)
+    again = nsga2.main(common + ["--out", "o.json", "--work", "w"])
+    assert len(calls) == 2 * len(nsga2.METHODS)  # nothing ran again
+    assert again["runs"] == first["runs"] and str(tmp_path) not in (tmp_path / "o.json").read_text()
+    nsga2.main(common + ["--out", "o.json", "--work", "w", "--n-var", "4"])  # another problem size: runs again
+    assert len(calls) == 4 * len(nsga2.METHODS)
