@@ -252,23 +252,21 @@ def table4(frames: dict[int, pd.DataFrame]) -> dict[str, Any]:
     out: dict[str, Any] = {"n_evaluated": counts, "readings": {}, "reading_definitions": READINGS,
                            "cmosb_minus_paired": {}, "es_objectives": out_es}
     for reading, methods in per_seed.items():
-        out["readings"][reading] = {m: {"per_seed": {str(s): v for s, v in hv.items()},
-                                        "mean": float(np.mean(list(hv.values()))),
-                                        "std": float(np.std(list(hv.values()), ddof=1)) if len(hv) > 1 else 0.0}
-                                    for m, hv in methods.items()}
+        out["readings"][reading] = {m: _spread(hv) for m, hv in methods.items()}
         # CMOSB minus each baseline, paired by seed (the same trainings' seeds and normalisation)
         cmosb = methods.get("cmosb", {})
-        out.setdefault("cmosb_minus_paired", {})[reading] = {
-            m: _paired({s: cmosb[s] - v for s, v in hv.items() if s in cmosb}) for m, hv in methods.items()
-            if m != "cmosb" and set(hv) & set(cmosb)}
+        out["cmosb_minus_paired"][reading] = {m: _spread({s: cmosb[s] - v for s, v in hv.items() if s in cmosb},
+                                                         paired=True)
+                                              for m, hv in methods.items() if m != "cmosb" and set(hv) & set(cmosb)}
     return out
 
 
-def _paired(diff: dict[int, float]) -> dict[str, Any]:
-    values = np.array(list(diff.values()), dtype=float)
-    return {"per_seed": {str(s): float(v) for s, v in diff.items()}, "mean": float(values.mean()),
-            "std": float(values.std(ddof=1)) if len(values) > 1 else 0.0, "seeds_ahead": int((values > 0).sum()),
-            "seeds": len(values)}
+def _spread(by_seed: dict[int, float], paired: bool = False) -> dict[str, Any]:
+    """Values per seed with their mean and standard deviation (and, for differences, how many are > 0)."""
+    values = np.array(list(by_seed.values()), dtype=float)
+    out = {"per_seed": {str(s): float(v) for s, v in by_seed.items()}, "mean": float(values.mean()),
+           "std": float(values.std(ddof=1)) if len(values) > 1 else 0.0}
+    return {**out, "seeds_ahead": int((values > 0).sum()), "seeds": len(values)} if paired else out
 
 
 def figures(mosb: dict[int, pd.DataFrame], constrained: dict[str, dict[int, pd.DataFrame]], objective: str,

@@ -6,8 +6,9 @@ penalty-constrained search (``leakage_penalty``, ``cost_penalty``) and every gen
 generation ``g - 1`` and the offspring of ``g``, as the search's own record (``generation``,
 ``in_population_until``) gives them - and runs pymoo's survival (``RankAndCrowding``, the
 survival of :class:`raytune_fed.algorithms.nsga2.NSGA2`) on that pool twice: on the
-objectives the search saw (the constrained objective plus alpha x the violation, alpha 20)
-and on the raw objectives.  It reports, summed over the generations of each seed:
+objectives the search ranked (its own searcher's ``survival_objectives``: the bounded
+objective plus alpha x the violation, alpha 20) and on the raw objectives.  Each cell's bound
+and population come from its own ``settings.json``.  It reports, summed over the generations of each seed:
 
 * ``kept_infeasible_share``: the share of infeasible members among the survivors, each way;
 * ``front1_share``: the share of the pool on the first non-dominated front (when it holds more
@@ -28,7 +29,10 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -38,14 +42,45 @@ from pymoo.operators.survival.rank_and_crowding import RankAndCrowding
 from pymoo.operators.survival.rank_and_crowding.metrics import get_crowding_function
 from pymoo.util.nds.non_dominated_sorting import NonDominatedSorting
 
-from raytune_fed.workflows.cmosb import OBJECTIVES
+from raytune_fed.workflows.cmosb import OBJECTIVES, CMOSBSettings, load_task
+from raytune_fed.workflows.cmosb._run import plan
 
-BOUNDS = {"leakage_penalty": ("privacy_leakage", "max_leakage"), "cost_penalty": ("training_cost", "max_cost")}
-ALPHA = 20.0
+VARIANTS = {"privacy_leakage": ("leakage_penalty", "leakage_domination"),
+            "training_cost": ("cost_penalty", "cost_domination")}
 
 
-def replay(frame: pd.DataFrame, objective: str, bound: float, population: int, seed: int) -> dict:
-    column = OBJECTIVES.index(objective)
+@dataclass
+class Search:
+    """One stored CMOSB search of the multi-seed run: its rows and the settings it ran with."""
+
+    frame: pd.DataFrame
+    settings: CMOSBSettings
+
+    @cached_property
+    def core(self) -> Any:
+        """A fresh NSGA-II core as this search's own run builds it (its penalty and bounded objectives)."""
+        run = next(r for r in plan(self.settings, binary=load_task(self.settings.dataset).binary)
+                   if r.method == "cmosb")
+        return run.make_searcher().core
+
+    def survival_objectives(self, raw: np.ndarray) -> np.ndarray:
+        """The objectives this search's NSGA-II ranked for rows ``raw`` (penalised if it penalises)."""
+        G = np.column_stack([raw[:, OBJECTIVES.index(o)] - bound for o, (_, bound) in
+                             self.settings.constraints.items()])  # every bound is "<=": g = value - bound
+        return self.core.survival_objectives(raw, G)
+
+
+def load(work: Path, dataset: str, variant: str, seed: int) -> Search | None:
+    out = work / dataset / variant / f"seed{seed}"
+    if not (out / "runs" / "cmosb.parquet").exists():
+        return None
+    record = json.loads((out / "settings.json").read_text())["settings"]
+    settings = CMOSBSettings(**{**record, "baselines": tuple(record["baselines"]), "points": tuple(record["points"])})
+    return Search(pd.read_parquet(out / "runs" / "cmosb.parquet"), settings.check())
+
+
+def replay(search: Search, objective: str, bound: float, seed: int) -> dict:
+    frame, population = search.frame, search.settings.population
     survival, problem = RankAndCrowding(), Problem(n_var=1, n_obj=len(OBJECTIVES))
     crowding, nds = get_crowding_function("cd"), NonDominatedSorting()
     kept = {"penalised": [], "raw": []}
@@ -55,10 +90,8 @@ def replay(frame: pd.DataFrame, objective: str, bound: float, population: int, s
     for g in range(1, int(frame.generation.max()) + 1):
         pool = frame[((frame.generation <= g - 1) & (frame.in_population_until >= g - 1)) | (frame.generation == g)]
         raw = pool[list(OBJECTIVES)].to_numpy(dtype=float)
-        infeasible = raw[:, column] > bound
-        penalised = raw.copy()
-        penalised[:, column] += ALPHA * np.maximum(0.0, raw[:, column] - bound)
-        for way, F in (("penalised", penalised), ("raw", raw)):
+        infeasible = raw[:, OBJECTIVES.index(objective)] > bound
+        for way, F in (("penalised", search.survival_objectives(raw)), ("raw", raw)):
             chosen = survival.do(problem, Population.new("F", F), n_survive=population, return_indices=True,
                                  random_state=rng)
             kept[way].append(infeasible[chosen].mean())
@@ -93,40 +126,41 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--work", default="results/bench_cmosb_seeds")
     ap.add_argument("--dataset", default="synthetic1")
     ap.add_argument("--seeds", default="0,1,2")
-    ap.add_argument("--population", type=int, default=20)
-    ap.add_argument("--max-leakage", type=float, default=0.6)
-    ap.add_argument("--max-cost", type=float, default=0.5)
     ap.add_argument("--out", default="experiments/measured/cmosb_penalty_survival.json")
     args = ap.parse_args(argv)
-    seeds = [int(s) for s in args.seeds.split(",")]
-    report: dict = {"benchmark": "cmosb_penalty_survival", "dataset": args.dataset, "alpha": ALPHA,
-                    "population": args.population, "variants": {}}
-    for variant, (objective, option) in BOUNDS.items():
-        bound = getattr(args, option)
-        per_seed = {}
-        for seed in seeds:
-            path = Path(args.work) / args.dataset / variant / f"seed{seed}" / "runs" / "cmosb.parquet"
-            if path.exists():
-                per_seed[str(seed)] = replay(pd.read_parquet(path), objective, bound, args.population, seed)
+    try:
+        seeds = [int(s) for s in args.seeds.split(",")]
+    except ValueError:
+        ap.error(f"--seeds takes comma-separated integers, got {args.seeds!r}")
+    work = Path(args.work)
+    report: dict = {"benchmark": "cmosb_penalty_survival", "dataset": args.dataset, "variants": {},
+                    "population_infeasible_share": {}}
+    for objective, (penalty, domination) in VARIANTS.items():
+        searches = {(v, s): found for v in ("table4", penalty, domination) for s in seeds
+                    if (found := load(work, args.dataset, v, s)) is not None}
+        bounds = {s.settings.constraints[objective][1] for s in searches.values() if objective in s.settings.constraints}
+        if not bounds:
+            continue
+        if len(bounds) > 1:
+            ap.error(f"the {objective} searches under {work / args.dataset} ran with different bounds {sorted(bounds)}")
+        bound = bounds.pop()
+        per_seed = {str(s): replay(found, objective, bound, s) for (v, s), found in searches.items() if v == penalty}
         if per_seed:
-            report["variants"][variant] = {"objective": objective, "bound": bound, "per_seed": per_seed}
+            ran = [found for (v, _), found in searches.items() if v == penalty]
+            report["variants"][penalty] = {"objective": objective, "bound": bound,
+                                           "alpha": sorted({f.core.penalty for f in ran}),
+                                           "population": sorted({f.settings.population for f in ran}),
+                                           "per_seed": per_seed}
             for seed, r in per_seed.items():
                 k = r["kept_infeasible_share"]
-                print(f"{variant} seed {seed}: infeasible among survivors {k['penalised']:.2f} with the penalty, "
+                print(f"{penalty} seed {seed}: infeasible among survivors {k['penalised']:.2f} with the penalty, "
                       f"{k['raw']:.2f} without; front 1 holds {r['front1_share']:.2f} of the pool; "
                       f"median crowding feasible/infeasible {r['median_finite_crowding_on_front1']['penalised']} "
                       f"(raw {r['median_finite_crowding_on_front1']['raw']}); replay keeps "
                       f"{r['replay_agrees']:.2f} of the recorded survivors")
-    report["population_infeasible_share"] = {}
-    for objective, option in (("privacy_leakage", "max_leakage"), ("training_cost", "max_cost")):
-        bound = getattr(args, option)
-        prefix = "leakage" if objective == "privacy_leakage" else "cost"
-        for variant in ("table4", f"{prefix}_penalty", f"{prefix}_domination"):
-            found = {}
-            for seed in seeds:
-                path = Path(args.work) / args.dataset / variant / f"seed{seed}" / "runs" / "cmosb.parquet"
-                if path.exists():
-                    found[str(seed)] = population_infeasible(pd.read_parquet(path), objective, bound)
+        for variant in ("table4", penalty, domination):
+            found = {str(s): population_infeasible(searches[v, s].frame, objective, bound)
+                     for v, s in searches if v == variant}
             if found:
                 name = "mosb" if variant == "table4" else variant
                 report["population_infeasible_share"].setdefault(objective, {})[name] = found

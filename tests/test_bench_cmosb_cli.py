@@ -177,3 +177,42 @@ def test_bench_nsga2_resumes_from_another_path_to_the_same_files(monkeypatch, tm
     assert again["runs"] == first["runs"] and str(tmp_path) not in (tmp_path / "o.json").read_text()
     nsga2.main(common + ["--out", "o.json", "--work", "w", "--n-var", "4"])  # another problem size: runs again
     assert len(calls) == 4 * len(nsga2.METHODS)
+
+
+def _stored_search(work, variant, seed, **settings):
+    """A finished search as bench_cmosb_seeds leaves it: the cell's settings.json and runs/cmosb.parquet."""
+    from raytune_fed.workflows.cmosb import CMOSBSettings
+
+    out = work / "synthetic1" / variant / f"seed{seed}"
+    (out / "runs").mkdir(parents=True)
+    record = CMOSBSettings(dataset="synthetic1", population=2, generations=2, seed=seed, **settings).as_json()
+    (out / "settings.json").write_text(__import__("json").dumps({"settings": record, "op_times": {}}))
+    rows = [(0, 0, 1), (0, 1, 0), (1, 0, 1), (1, 1, 0)]  # (generation, slot, last generation in the population)
+    pd.DataFrame([{"generation": g, "slot": s, "in_population_until": u, "utility_loss": 0.1 * (1 + s),
+                   "training_cost": 0.3 + s, "privacy_leakage": 0.5 + 0.2 * s} for g, s, u in rows]
+                 ).to_parquet(out / "runs" / "cmosb.parquet")
+
+
+def test_penalty_survival_ranks_what_each_searchs_own_nsga2_ranked(tmp_path):
+    survival = _load("cmosb_penalty_survival")
+    _stored_search(tmp_path, "leakage_penalty", 0, max_leakage=0.6)
+    search = survival.load(tmp_path, "synthetic1", "leakage_penalty", 0)
+    raw = search.frame[list(survival.OBJECTIVES)].to_numpy(dtype=float)
+    F = search.survival_objectives(raw)
+    # the search's alpha (20) times the violation, on leakage only: 0.5 stays, 0.7 becomes 0.7 + 20 * 0.1
+    assert F[:, 2].round(6).tolist() == [0.5, 2.7, 0.5, 2.7] and (F[:, :2] == raw[:, :2]).all()
+    assert survival.load(tmp_path, "synthetic1", "leakage_penalty", 1) is None
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--seeds", "0,x"], "--seeds takes comma-separated integers, got '0,x'"),
+    (["--seeds", "0,1"], "the privacy_leakage searches under"),
+])
+def test_penalty_survival_names_bad_options(monkeypatch, capsys, tmp_path, argv, message):
+    _stored_search(tmp_path, "leakage_penalty", 0, max_leakage=0.6)
+    _stored_search(tmp_path, "leakage_domination", 1, max_leakage=0.5, constraint_handling="domination")
+    code, line = run(_load("cmosb_penalty_survival"), monkeypatch, capsys, *argv, "--work", str(tmp_path),
+                     "--out", str(tmp_path / "o.json"))
+    assert code == 2 and message in line
+    assert "different bounds [0.5, 0.6]" in line or "--seeds" in message
+    assert not (tmp_path / "o.json").exists()

@@ -84,6 +84,19 @@ def test_penalty_adds_alpha_times_the_violation_to_the_bounded_objective():
     assert sorted(F[:, 1].round(6).tolist()) == [0.5, 0.5, 2.5, 4.5]
 
 
+def test_survival_objectives_are_what_survival_ranks_under_each_handling():
+    """The same values survival ranked above, per row; on every objective when a constraint bounds none."""
+    Y, G = [[0.5, 0.5]] * 3, [[0.1], [-1.0], [0.2]]
+    on_one = NSGA2(ZDT, 2, population_size=4, n_constraints=1, constraint_handling="penalty",
+                   constrained_objectives=[1], penalty=20.0, seed=0)
+    assert on_one.survival_objectives(Y, G).round(6).tolist() == [[0.5, 2.5], [0.5, 0.5], [0.5, 4.5]]
+    on_all = NSGA2(ZDT, 2, population_size=4, n_constraints=1, constraint_handling="penalty",
+                   constrained_objectives=[None], penalty=10.0, seed=0)
+    assert on_all.survival_objectives(Y, G).round(6).tolist() == [[1.5, 1.5], [0.5, 0.5], [2.5, 2.5]]
+    dominated = NSGA2(ZDT, 2, population_size=4, n_constraints=1, constraint_handling="domination", seed=0)
+    assert dominated.survival_objectives(Y, G).tolist() == Y
+
+
 def test_discarded_members_close_the_generation_and_rank_last():
     core = NSGA2(ZDT, 2, population_size=4, seed=0)
     configs = core.ask(4)

@@ -262,18 +262,27 @@ class NSGA2(SearchCore):
                 if np.allclose(X[i], self._genome.encode(point), rtol=1e-12, atol=1e-12):
                     self._members[i] = dict(point)
 
+    def survival_objectives(self, Y: np.ndarray, G: np.ndarray) -> np.ndarray:
+        """The objectives survival ranks for observations ``Y`` with constraint values ``G``: under the penalty,
+        ``alpha * max(0, g)`` added to the objective each constraint bounds (every objective when it bounds
+        none); under constraint domination ``Y`` itself (pymoo reads ``G`` apart)."""
+        F = np.array(Y, dtype=float, copy=True)
+        if self.constraint_handling == "penalty":
+            G = np.asarray(G, dtype=float).reshape(len(F), self.n_constraints)
+            for j, target in enumerate(self.constrained_objectives):
+                extra = self.penalty * np.maximum(0.0, G[:, j])
+                if target is None:
+                    F += extra[:, None]
+                else:
+                    F[:, target] += extra
+        return F
+
     def _close_generation(self) -> None:
         told = self._obs >= 0
         F = np.full((len(self._gen_X), self.n_objectives), FAILED_VALUE)
         G = np.zeros((len(self._gen_X), self.n_constraints))
         F[told], G[told] = self._Y[self._obs[told]], self._G[self._obs[told]]
-        if self.constraint_handling == "penalty":
-            for j, target in enumerate(self.constrained_objectives):
-                extra = self.penalty * np.maximum(0.0, G[told, j])
-                if target is None:
-                    F[told] += extra[:, None]
-                else:
-                    F[told, target] += extra
+        F[told] = self.survival_objectives(F[told], G[told])
         pop = Population.new("X", self._gen_X)
         pop.set("member", np.column_stack([np.full(len(self._gen_X), self._generation), np.arange(len(self._gen_X))]))
         values = {"F": F}
