@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
+import urllib.parse
 
 import pytest
 
@@ -144,20 +144,16 @@ def test_a_rolled_back_ledger_stops_the_service(tmp_path, tls):
     assert result == {"answers": 10, "restart": "RuntimeError", "answers_after_restart": 0}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.process
 def test_a_query_in_flight_survives_the_owner_restarting_the_service(tmp_path, tls):
     """Old: the analyst's call failed with 'unreachable' (and its grid with it).  Now the transport
     sends the same message again once the service is back: the site's reply, charged once, and the
     same message afterwards gets the same reply."""
     data = policy(tmp_path)
-    port = _free_port()
-    proc, url, token = start_service(tmp_path, data, tls, port=port)
+    # the service picks its own port (no probe-then-bind window another process could take); the
+    # restart binds the same one again
+    proc, url, token = start_service(tmp_path, data, tls)
+    port = urllib.parse.urlsplit(url).port
     procs = [proc]
     client = SiteClient.service(url, token=token, cafile=tls[0], name="s1")
 
