@@ -78,9 +78,11 @@ COUNTS = ("encryptions", "decryptions", "additions", "products")
 def flood_share(frame: pd.DataFrame) -> dict[str, float]:
     """The share of eps_c that the passive party's flooding adds: one addition per result ciphertext, and the
     active party decrypts each result once, so floods = decryptions (plain and BFV count alike)."""
-    share = frame["decryptions"].to_numpy(dtype=float) * REFERENCE_OP_TIMES.addition / frame["training_cost"]
-    return {"n_rows": int(len(share)), "median": float(np.median(share)), "min": float(share.min()),
-            "max": float(share.max())}
+    cost = frame["training_cost"].to_numpy(dtype=float)
+    priced = cost > 0  # a configuration without federated trees encrypts nothing: eps_c = 0, no share to take
+    share = frame["decryptions"].to_numpy(dtype=float)[priced] * REFERENCE_OP_TIMES.addition / cost[priced]
+    return {"n_rows": int(priced.sum()), "n_rows_without_cost": int((~priced).sum()),
+            "median": float(np.median(share)), "min": float(share.min()), "max": float(share.max())}
 
 
 @dataclass(frozen=True)

@@ -216,3 +216,16 @@ def test_penalty_survival_names_bad_options(monkeypatch, capsys, tmp_path, argv,
     assert code == 2 and message in line
     assert "different bounds [0.5, 0.6]" in line or "--seeds" in message
     assert not (tmp_path / "o.json").exists()
+
+
+def test_flood_share_leaves_out_configurations_that_encrypt_nothing():
+    """Old: a configuration without federated trees (training cost 0, no decryption) made its share 0/0, and
+    the median over Synthetic2's rows came out NaN.  Now the share is taken over priced rows, the others counted."""
+    seeds = _load("bench_cmosb_seeds")
+    add = seeds.REFERENCE_OP_TIMES.addition
+    frame = pd.DataFrame({"decryptions": [100, 0, 300, 200], "training_cost": [100 * add / 0.02, 0.0,
+                                                                              300 * add / 0.01, 200 * add / 0.03]})
+    share = seeds.flood_share(frame)
+    assert share["n_rows"] == 3 and share["n_rows_without_cost"] == 1
+    assert share["median"] == pytest.approx(0.02) and share["min"] == pytest.approx(0.01)
+    assert share["max"] == pytest.approx(0.03)
