@@ -42,7 +42,7 @@ from pymoo.operators.survival.rank_and_crowding import RankAndCrowding
 from pymoo.operators.survival.rank_and_crowding.metrics import get_crowding_function
 from pymoo.util.nds.non_dominated_sorting import NonDominatedSorting
 
-from raytune_fed.workflows.cmosb import OBJECTIVES, CMOSBSettings, load_task
+from raytune_fed.workflows.cmosb import OBJECTIVES, CMOSBSettings, feasible, load_task
 from raytune_fed.workflows.cmosb._run import plan
 
 VARIANTS = {"privacy_leakage": ("leakage_penalty", "leakage_domination"),
@@ -57,17 +57,21 @@ class Search:
     settings: CMOSBSettings
 
     @cached_property
-    def core(self) -> Any:
-        """A fresh NSGA-II core as this search's own run builds it (its penalty and bounded objectives)."""
+    def searcher(self) -> Any:
+        """A fresh NSGA2Search as this search's own run builds it (its constraints, penalty and bounded objectives)."""
         run = next(r for r in plan(self.settings, binary=load_task(self.settings.dataset).binary)
                    if r.method == "cmosb")
-        return run.make_searcher().core
+        return run.make_searcher()
+
+    @property
+    def core(self) -> Any:
+        return self.searcher.core
 
     def survival_objectives(self, raw: np.ndarray) -> np.ndarray:
-        """The objectives this search's NSGA-II ranked for rows ``raw`` (penalised if it penalises)."""
-        G = np.column_stack([raw[:, OBJECTIVES.index(o)] - bound for o, (_, bound) in
-                             self.settings.constraints.items()])  # every bound is "<=": g = value - bound
-        return self.core.survival_objectives(raw, G)
+        """The objectives this search's NSGA-II ranked for rows ``raw`` (penalised if it penalises), with the
+        constraint values its searcher reads from each trial's result."""
+        G = np.array([self.searcher._constraint_row(dict(zip(OBJECTIVES, row))) for row in raw], dtype=float)
+        return self.core.survival_objectives(raw, G.reshape(len(raw), -1))
 
 
 def load(work: Path, dataset: str, variant: str, seed: int) -> Search | None:
@@ -90,7 +94,7 @@ def replay(search: Search, objective: str, bound: float, seed: int) -> dict:
     for g in range(1, int(frame.generation.max()) + 1):
         pool = frame[((frame.generation <= g - 1) & (frame.in_population_until >= g - 1)) | (frame.generation == g)]
         raw = pool[list(OBJECTIVES)].to_numpy(dtype=float)
-        infeasible = raw[:, OBJECTIVES.index(objective)] > bound
+        infeasible = ~feasible(pool, {objective: ("<=", bound)})
         for way, F in (("penalised", search.survival_objectives(raw)), ("raw", raw)):
             chosen = survival.do(problem, Population.new("F", F), n_survive=population, return_indices=True,
                                  random_state=rng)
@@ -117,7 +121,7 @@ def population_infeasible(frame: pd.DataFrame, objective: str, bound: float) -> 
     out = {}
     for g in (10, 20, 30, last):
         members = frame[(frame.generation <= g) & (frame.in_population_until >= g)]
-        out[str(g)] = float((members[objective] > bound).mean())
+        out[str(g)] = float((~feasible(members, {objective: ("<=", bound)})).mean())
     return out
 
 
