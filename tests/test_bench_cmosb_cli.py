@@ -229,3 +229,16 @@ def test_flood_share_leaves_out_configurations_that_encrypt_nothing():
     assert share["n_rows"] == 3 and share["n_rows_without_cost"] == 1
     assert share["median"] == pytest.approx(0.02) and share["min"] == pytest.approx(0.01)
     assert share["max"] == pytest.approx(0.03)
+
+
+def test_mosb_meets_bound_says_which_bounds_cut_the_unconstrained_search():
+    seeds = _load("bench_cmosb_seeds")
+    mosb = {0: pd.DataFrame({"privacy_leakage": [0.2, 0.3, 0.33], "training_cost": [0.1, 0.4, 104.0]}),
+            1: pd.DataFrame({"privacy_leakage": [0.1, 0.25], "training_cost": [0.6, 99.0]})}
+    out = seeds.mosb_meets_bound(mosb, {"privacy_leakage": 0.6, "training_cost": 0.5})
+    leak, cost = out["privacy_leakage <= 0.6"], out["training_cost <= 0.5"]
+    assert leak["share_per_seed"] == {"0": 1.0, "1": 1.0} and not leak["binds"]
+    assert leak["largest_value_per_seed"] == {"0": 0.33, "1": 0.25}
+    assert cost["share_per_seed"] == pytest.approx({"0": 2 / 3, "1": 0.0}) and cost["binds"]
+    paper = seeds.mosb_meets_bound(mosb, seeds.PAPER_BOUNDS)["training_cost <= 100"]
+    assert paper["share_per_seed"] == pytest.approx({"0": 2 / 3, "1": 1.0}) and paper["binds"]

@@ -75,6 +75,19 @@ def test_the_constrained_front_is_feasible(handling):
     assert np.mean([c["x0"] >= 0.4 for c in parents]) >= 0.9
 
 
+@pytest.mark.parametrize("handling", ["domination", "penalty"])
+def test_a_bound_no_evaluation_violates_makes_the_unconstrained_search_again(handling):
+    """A bound that every evaluation of the unconstrained search meets (Synthetic2's leakage <= 0.6) needs no
+    constrained run: the same seed makes the same proposals, generation after generation."""
+    free = _run(NSGA2(ZDT, 2, population_size=10, seed=4), _zdt1, 12)
+    bounded = _run(NSGA2(ZDT, 2, population_size=10, n_constraints=1, constraint_handling=handling,
+                         constrained_objectives=[0], seed=4), _zdt1, 12, constraint=lambda c: [c["x0"] - 1.5])
+    assert bounded.population() == free.population() and bounded.ask(100) == free.ask(100)
+    tight = _run(NSGA2(ZDT, 2, population_size=10, n_constraints=1, constraint_handling=handling,
+                       constrained_objectives=[0], seed=4), _zdt1, 12, constraint=lambda c: [0.3 - c["x0"]])
+    assert tight.population() != free.population()  # a bound that binds changes the search
+
+
 def test_penalty_adds_alpha_times_the_violation_to_the_bounded_objective():
     core = NSGA2(ZDT, 2, population_size=4, n_constraints=1, constraint_handling="penalty",
                  constrained_objectives=[1], penalty=20.0, seed=0)
