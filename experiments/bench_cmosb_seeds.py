@@ -428,7 +428,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--generations", type=int, default=40)
     p.add_argument("--bo-trials", type=int, default=None, help="per objective (default: population x generations / 3)")
     p.add_argument("--attack-sample", type=int, default=1000)
-    p.add_argument("--max-leakage", type=float, default=0.6)
+    p.add_argument("--max-leakage", type=float, default=PAPER_BOUNDS["privacy_leakage"])
     p.add_argument("--max-cost", type=float, default=0.5, help="seconds of reference-priced BFV operations")
     p.add_argument("--num-cpus", type=int, default=None)
     p.add_argument("--score-only", action="store_true", help="score the cells stored so far; run nothing")
