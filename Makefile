@@ -4,12 +4,14 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: setup demo test test-pure test-cluster test-faults chromium clean
+.PHONY: setup demo test test-pure test-cluster test-faults chromium clean update-constraints
 
-$(STAMP): pyproject.toml
+# Installs come from constraints.txt: the versions the suite passed on (README: Installs). PIP_CONSTRAINT
+# reaches the isolated build of the package too (setuptools, wheel).
+$(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[all]'
+	PIP_CONSTRAINT=$(CURDIR)/constraints.txt $(BIN)/python -m pip install --quiet --upgrade pip
+	PIP_CONSTRAINT=$(CURDIR)/constraints.txt $(BIN)/python -m pip install --quiet -e '.[all]'
 	@touch $(STAMP)
 
 setup: $(STAMP)
@@ -49,6 +51,23 @@ chromium:
 	         "(Debian: sudo apt-get install chromium chromium-driver) and run make test again" >&2; \
 	    exit 1; \
 	fi
+
+# update-constraints moves the pins forward on purpose: a throw-away venv gets the newest releases that
+# pyproject.toml admits, constraints.txt is rewritten from it, the project's venv is rebuilt from the new
+# file and the whole suite runs. Commit constraints.txt only when that passes (README: Installs).
+update-constraints:
+	rm -rf .venv-update
+	$(PYTHON) -m venv .venv-update
+	.venv-update/bin/python -m pip install --quiet --upgrade pip setuptools wheel
+	.venv-update/bin/python -m pip install --quiet '.[all]'
+	{ sed -n '1,/^# pip, setuptools/p' constraints.txt; \
+	  .venv-update/bin/python -m pip freeze --all --exclude-editable \
+	      | grep -E '^(pip|setuptools|wheel)=='; \
+	  .venv-update/bin/python -m pip freeze --exclude-editable | grep -v -i '^raytune-fed' | grep -v '^#'; \
+	} > constraints.txt.new
+	mv constraints.txt.new constraints.txt
+	rm -rf .venv-update $(VENV)
+	$(MAKE) test test-cluster test-faults
 
 # clean removes build debris and caches; it never touches results/ (grid outputs).
 clean:
