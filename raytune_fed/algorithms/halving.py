@@ -53,6 +53,8 @@ from raytune_fed.errors import ConfigError, NoSelectionError
 from raytune_fed.random import Seed
 from raytune_fed.space import Categorical, SearchSpace
 
+SIGNIFICANT_DIGITS = 6  # values ranked at this precision (see comparable)
+
 RESERVED_KEYS = ("config_id", "rung", "n_rows")
 
 
@@ -312,7 +314,7 @@ class SuccessiveHalving(SearchCore):
                     self._members[t + 1] = self._ranked(t)[:rung.n_kept]
 
     def _ranked(self, t: int) -> list[int]:
-        return sorted(self._values[t], key=lambda i: (self._values[t][i], self._tie[i]))
+        return sorted(self._values[t], key=lambda i: (comparable(self._values[t][i]), self._tie[i]))
 
     def _next_job(self) -> tuple[int, int] | None:
         if self.settings["asynchronous"]:
@@ -334,6 +336,21 @@ class SuccessiveHalving(SearchCore):
         told = len(self._values[t])
         share = rung.n_kept if told == rung.n_configs else (told * rung.n_kept) // rung.n_configs
         return next((i for i in self._ranked(t)[:share] if i not in self._members[t + 1]), None)
+
+
+def comparable(value: float) -> float:
+    """``value`` at :data:`SIGNIFICANT_DIGITS` significant digits: what the ranking compares.
+
+    Two configurations whose models barely differ on a rung's few rows (ridge penalties
+    1e-4 and 1e-3 on 8 labelled rows) score alike to 10 or 11 digits, and the digits after
+    that come from rounding in BLAS: the same cell ranked them one way under OpenBLAS's
+    SkylakeX kernel and the other way under its Haswell kernel, and selected another
+    configuration.  Values equal at this precision are ties, which the seeded tie order
+    breaks; a difference in the sixth digit is far below any evaluator's standard error.
+    """
+    if not math.isfinite(value) or value == 0.0:
+        return value
+    return float(f"{value:.{SIGNIFICANT_DIGITS}g}")
 
 
 def _ranks(order: Sequence[int]) -> list[int]:

@@ -32,6 +32,10 @@ from raytune_fed.models.pu._base import PUClassifier, check_pu_labels
 
 _PRIOR_CLIP = 1e-3
 _G_CLIP = 1e-6
+# A weight this close to 1 is rounding, not a negative: when the NTC is constant (Platt scaling
+# on four labelled rows), every g equals c up to the BLAS kernel's last digits, so w = 1 exactly
+# under one kernel and 1 - 9e-13 under another, which left 710 "negatives" of weight 1e-12.
+_W_ROUNDING = 1e-9
 
 
 def _check_hold_out(ratio: Any) -> float:
@@ -119,6 +123,7 @@ class WSVM(PUClassifier):
         Xu = X[s == 0]
         g = np.clip(ntc.predict_proba(Xu)[:, 1], _G_CLIP, 1.0 - _G_CLIP)
         w = np.clip((1.0 - c) / c * g / (1.0 - g), 0.0, 1.0)
+        w[w > 1.0 - _W_ROUNDING] = 1.0  # see _W_ROUNDING
         X_aug = np.vstack([X[s == 1], Xu, Xu])
         y_aug = np.concatenate([np.ones(int(s.sum())), np.ones(Xu.shape[0]), np.zeros(Xu.shape[0])])
         weight = np.concatenate([np.ones(int(s.sum())), w, 1.0 - w])
