@@ -37,9 +37,10 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
+
+from _harness import CpuGroup, LoadSampler
 
 ROOT = Path(__file__).resolve().parents[1]
 TAIL_LINES = 40
@@ -49,28 +50,6 @@ PYTEST_CLOSING = re.compile(r"^=*\s*(?P<line>(?:\d+ \w+(?: \w+)?, )*\d+ \w+(?: \
 def _busy_loop() -> None:  # pragma: no cover - runs in a child process until terminated
     while True:
         pass
-
-
-class LoadSampler:
-    """The one-minute load average every ``period`` seconds while a step runs."""
-
-    def __init__(self, period: float = 5.0):
-        self.period, self.samples = period, []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.samples.append(os.getloadavg()[0])
-            self._stop.wait(self.period)
-
-    def __enter__(self) -> "LoadSampler":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 def pytest_counts(output: str) -> dict | None:
@@ -83,80 +62,6 @@ def pytest_counts(output: str) -> dict | None:
                       for n, word in re.findall(r"(\d+) (\w+(?: \w+)?)(?=,| in )", text)}
             seconds = float(re.search(r" in ([\d.]+)s", text)[1])
             return {"closing_line": text, "counts": counts, "pytest_seconds": seconds}
-    return None
-
-
-class CpuGroup:
-    """A cgroup for one step: every process started in it is counted, reaped or not."""
-
-    def __init__(self, name: str):
-        self.path, self.kind = None, None
-        for kind, base in (("cgroup v1 cpuacct", Path("/sys/fs/cgroup/cpuacct")),
-                           ("cgroup v2", _cgroup2_root())):
-            if base is None or not base.is_dir():
-                continue
-            path = base / name
-            try:
-                path.mkdir()
-            except OSError:
-                continue
-            self.path, self.kind = path, kind
-            try:  # can a process be moved in? (a read-only or delegated hierarchy says no)
-                subprocess.run(["true"], preexec_fn=self.join, check=True)
-                self.cpu_seconds()
-                break
-            except (OSError, subprocess.SubprocessError, KeyError, ValueError):
-                self.remove()
-                self.path, self.kind = None, None
-
-    def join(self) -> None:
-        """Put the calling process in the group (called in the child before ``exec``)."""
-        if self.path is not None:
-            (self.path / "cgroup.procs").write_text(str(os.getpid()))
-
-    def cpu_seconds(self) -> float:
-        if self.kind == "cgroup v1 cpuacct":
-            return int((self.path / "cpuacct.usage").read_text()) / 1e9
-        stat = dict(line.split() for line in (self.path / "cpu.stat").read_text().splitlines())
-        return int(stat["usage_usec"]) / 1e6
-
-    def processes_left(self) -> list[str]:
-        left = []
-        for pid in (self.path / "cgroup.procs").read_text().split():
-            try:
-                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
-                left.append(f"{pid}: " + (cmdline[:200] or Path(f"/proc/{pid}/comm").read_text().strip()))
-            except OSError:  # it ended meanwhile
-                pass
-        return left
-
-    def kill_all(self) -> None:
-        """SIGKILL every process still in the group (all were started by this step)."""
-        if self.path is None:
-            return
-        for pid in (self.path / "cgroup.procs").read_text().split():
-            try:
-                os.kill(int(pid), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        for _ in range(50):  # the killed processes leave the group once they are gone
-            if not (self.path / "cgroup.procs").read_text().split():
-                break
-            time.sleep(0.1)
-        self.remove()
-
-    def remove(self) -> None:
-        try:
-            self.path.rmdir()
-        except OSError:  # processes are still in it: leave it, they are named in the JSON
-            pass
-
-
-def _cgroup2_root() -> Path | None:
-    for line in Path("/proc/self/mounts").read_text().splitlines():
-        fields = line.split()
-        if len(fields) > 2 and fields[2] == "cgroup2":
-            return Path(fields[1])
     return None
 
 

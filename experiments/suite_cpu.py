@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(ours)
     pytest_args = pytest_args or ["-m", "not cluster"]
     sys.path.insert(0, str(HERE))
-    from fresh_clone import CpuGroup
+    from _harness import CpuGroup
 
     group = CpuGroup(f"suite_cpu_{os.getpid()}")
     if group.path is None:

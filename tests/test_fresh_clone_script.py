@@ -11,6 +11,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "fresh_clone.py"
 
 @pytest.fixture(scope="module")
 def script():
+    sys.path.insert(0, str(SCRIPT.parent))  # as when it runs as a script: its folder's _harness imports
     spec = importlib.util.spec_from_file_location("fresh_clone", SCRIPT)
     module = importlib.util.module_from_spec(spec)
     sys.modules["fresh_clone"] = module
