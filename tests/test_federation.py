@@ -199,7 +199,7 @@ def test_ledger_reloads_and_detects_edits(tmp_path):
     assert [e["x"] for e in reloaded.entries] == [1, 2]
     reloaded.close()
     with open(path, "ab") as f:
-        f.write(b'{"seq": 2, "torn')  # a crash mid-write
+        f.write(b'{"seq":2,"time":1')  # a crash mid-write of the ledger's own next line
     reloaded = SiteLedger(path)
     assert len(reloaded.entries) == 2 and path.read_bytes().endswith(b"\n")
     reloaded.close()
