@@ -103,6 +103,8 @@ def check_new_file(name: str, path: Any) -> Path:
 def check_output_dir(path: Any) -> Path:
     """A directory results can be written under: an existing writable directory, or one that can be
     created there (checked by writing a probe file in the nearest existing parent; nothing is created)."""
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path).strip():  # "" would be the current folder
+        raise ConfigError(f"output directory must be a non-empty path, got {path!r}")
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise ConfigError(f"output directory {os.fspath(path)!r} is an existing file, not a directory")

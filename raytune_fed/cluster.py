@@ -29,6 +29,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
+from raytune_fed import _ray_internals
 from raytune_fed.errors import ConfigError
 
 BUNDLE_DIR = "dist/cluster"
@@ -186,18 +187,15 @@ def cluster_config_record(config: Mapping[str, Any]) -> Any:
 def announce_node_types(config_path: str | Path, address: str = "auto") -> list[str]:
     """Record the node types of the autoscaler config at ``config_path`` in the GCS at ``address``
     (run on the head after ``ray start --head``); returns the custom resources they offer."""
-    from raytune_fed.runtime import check_address, probe_address
+    from raytune_fed._address import check_address, probe_address
 
     address = check_address(address) or "auto"
     config = _read_mapping(config_path, "autoscaler config", "a mapping")  # YAML reads the JSON Ray writes too
     record = cluster_config_record(config)
     probe_address(address)  # one error line at once, not the GCS client's retries and traceback
-    from ray._private.services import canonicalize_bootstrap_address_or_die
-    from ray._raylet import GcsClient
-
     try:
-        gcs = canonicalize_bootstrap_address_or_die(address)
-        GcsClient(address=gcs).report_cluster_config(record.SerializeToString())
+        gcs = _ray_internals.canonical_gcs_address(address)
+        _ray_internals.report_cluster_config(gcs, record.SerializeToString())
     except (ConnectionError, ValueError, RuntimeError) as exc:
         raise ConfigError(f"cannot reach the cluster's GCS at {address!r} to announce its node types: "
                           f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}") from None
@@ -213,9 +211,7 @@ def _custom(record: Any) -> set[str]:
 def _announced() -> Any:
     """The connected cluster's ``ClusterConfig`` record (None: not connected, or nothing announced)."""
     try:
-        from ray._private.state import state
-
-        return state.get_cluster_config()
+        return _ray_internals.cluster_config()
     except Exception:  # not connected, or a Ray without the record: nothing is offered beyond the live nodes
         return None
 

@@ -18,7 +18,10 @@ An address is checked before Ray is touched: its form and port (:func:`check_add
 then whether a Ray cluster answers there within a few seconds (:func:`probe_address`: the
 host resolves, something listens, and it speaks gRPC as a cluster's GCS does), so a wrong
 address is one :class:`~raytune_fed.errors.ConfigError` at once instead of ``ray.init``
-retrying for minutes.  ``ray.init`` installs its own SIGTERM handler (``sys.exit(15)``);
+retrying for minutes.  A start that fails (Ray gives up when its processes do not register
+within 30 s, as on a loaded machine) is one :class:`~raytune_fed.errors.ConfigError` saying
+what did not start and what to do (:func:`start_failure`), after ``ray.shutdown()`` stops
+what it left running.  ``ray.init`` installs its own SIGTERM handler (``sys.exit(15)``);
 ``connect`` turns a SIGTERM that arrives during ``ray.init`` into the handler the caller had
 installed and puts that handler back afterwards, so a command line stops cleanly either way.
 """
@@ -27,114 +30,26 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import signal
-import socket
 import threading
 from typing import Any, Collection, Mapping
 
+from raytune_fed import _ray_internals
+from raytune_fed._address import PROBE_SECONDS, check_address, open_connection, probe_address
 from raytune_fed._limits import check_bounded
 from raytune_fed.errors import ConfigError
 
 logger = logging.getLogger("raytune_fed")
 
+__all__ = ["PROBE_SECONDS", "SITE_SLIVER", "check_address", "check_num_cpus", "connect", "declared_resources",
+           "open_connection", "party_placement", "placement", "probe_address", "site_placement", "start_failure"]
+
 SITE_SLIVER = 0.001
 """How much of ``site:<name>`` a site's actor or cell asks for: any whole unit hosts them all."""
-
-PROBE_SECONDS = 5.0
-"""How long :func:`probe_address` waits for a connection, and then for the cluster's first answer."""
-
-_ADDRESS = re.compile(r"^(auto|local|(ray://)?[A-Za-z0-9_.\-]+:[0-9]+|ray://[A-Za-z0-9_.\-]+)$")
-_CLIENT_PORT = 10001  # Ray Client's default port (ray://host)
-_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])  # + an empty SETTINGS
-
-
-def check_address(address: str | None) -> str | None:
-    """``None`` (a local session, or ``$RAY_ADDRESS``), ``"auto"``, ``host:port`` or ``ray://host[:port]``,
-    with a port in [1, 65535]."""
-    if address is None:
-        return None
-    if not isinstance(address, str) or not _ADDRESS.match(address.strip()):
-        raise ConfigError(f"Ray address must be 'auto', 'host:port' or 'ray://host:port', got {address!r}")
-    address = address.strip()
-    endpoint = _endpoint(address)
-    if endpoint is not None and not 1 <= endpoint[1] <= 65535:
-        raise ConfigError(f"the port of Ray address {address!r} must be in [1, 65535], got {endpoint[1]}")
-    return address
-
-
-def _endpoint(address: str) -> tuple[str, int] | None:
-    """``(host, port)`` of a ``host:port`` or ``ray://`` address (None for ``auto`` and ``local``)."""
-    if address in ("auto", "local"):
-        return None
-    rest = address[len("ray://"):] if address.startswith("ray://") else address
-    host, _, port = rest.rpartition(":") if ":" in rest else (rest, "", str(_CLIENT_PORT))
-    return host, int(port)
-
 
 def check_num_cpus(num_cpus: int | None) -> int | None:
     """CPUs of a local session: at least 1, at most what this machine's memory holds worker processes for."""
     return None if num_cpus is None else check_bounded("num_cpus", num_cpus, 1, "cpus")
-
-
-def probe_address(address: str | None, timeout: float = PROBE_SECONDS) -> None:
-    """Raise :class:`ConfigError` unless a Ray cluster answers at ``address`` within ``timeout`` seconds.
-
-    ``None`` and ``"local"`` (a session of our own) pass; ``"auto"`` is resolved the way
-    ``ray.init`` resolves it.  The host must resolve, something must accept a connection on
-    the port, and it must answer an HTTP/2 greeting as a gRPC server (a cluster's GCS, or a
-    Ray Client server) does; with ``RAY_USE_TLS`` set only the connection is checked.
-    """
-    address = check_address(address)
-    if address is None or address == "local":
-        return
-    if address == "auto":
-        from ray._private.services import canonicalize_bootstrap_address_or_die
-
-        try:
-            resolved = canonicalize_bootstrap_address_or_die("auto")
-        except (ConnectionError, ValueError) as exc:
-            raise ConfigError(f"--address auto finds no Ray cluster on this machine: {str(exc).splitlines()[0]}") \
-                from None
-        probe_address(resolved, timeout)
-        return
-    host, port = _endpoint(address)
-    where = f"cannot reach the Ray cluster at {address!r}"
-    try:
-        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError) as exc:
-        raise ConfigError(f"{where}: the host name does not resolve ({getattr(exc, 'strerror', None) or exc})") \
-            from None
-    try:
-        conn = socket.create_connection((host, port), timeout=timeout)
-    except ConnectionRefusedError:
-        raise ConfigError(f"{where}: nothing listens there (connection refused)") from None
-    except socket.timeout:
-        raise ConfigError(f"{where}: no connection within {timeout:g} s") from None
-    except OSError as exc:
-        raise ConfigError(f"{where}: {exc.strerror or exc}") from None
-    with conn:
-        if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
-            return
-        try:
-            conn.settimeout(timeout)
-            conn.sendall(_HTTP2_PREFACE)
-            head = _read(conn, 9)  # the server's first frame header: length (3), type (1), flags, stream id
-        except OSError:
-            head = b""
-    if len(head) < 9 or head[3] != 4:  # a gRPC server opens with a SETTINGS frame (type 4)
-        raise ConfigError(f"{where}: something listens there but it is not a Ray cluster (no gRPC answer "
-                          f"within {timeout:g} s)")
-
-
-def _read(conn: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = conn.recv(n - len(data))
-        if not chunk:
-            break
-        data += chunk
-    return data
 
 
 def connect(address: str | None = None, num_cpus: int | None = None, *, resources: dict[str, float] | None = None,
@@ -190,11 +105,9 @@ def connect(address: str | None = None, num_cpus: int | None = None, *, resource
                     "" if kwargs["num_cpus"] == 1 else "s")
     try:
         context = _init(ray, kwargs, on_term if callable(on_term) else None)
-    except (ConnectionError, TimeoutError, RuntimeError, ValueError) as exc:
-        where = f"the Ray cluster at {address!r}" if address else "a local Ray session"
-        lines = str(exc).strip().splitlines()
-        raise ConfigError(f"cannot start or reach {where}: {type(exc).__name__}: {lines[0] if lines else ''}") \
-            from None
+    except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception when its node does not start in time
+        _shutdown(ray)  # stop what the failed start left running
+        raise ConfigError(start_failure(exc, address, kwargs.get("num_cpus"))) from None
     dashboard = getattr(context, "dashboard_url", None)
     logger.info("Ray: dashboard at http://%s", dashboard) if dashboard else \
         logger.info("Ray: no dashboard (this session runs without one; Ray's logs are under %s)",
@@ -202,9 +115,40 @@ def connect(address: str | None = None, num_cpus: int | None = None, *, resource
     return ray
 
 
+def start_failure(exc: BaseException, address: str | None, num_cpus: int | None) -> str:
+    """One line for a failed ``ray.init``: what did not start (or answer), Ray's own first line, and,
+    when Ray gave up waiting for its processes (``"... timed out during startup ..."``), what to do."""
+    where = f"the Ray cluster at {address!r}" if address else "a local Ray session"
+    lines = str(exc).strip().splitlines()
+    said = f"{type(exc).__name__}: {lines[0] if lines else ''}".strip()
+    if "timed out" not in said.lower() and not isinstance(exc, TimeoutError):
+        return f"cannot start or reach {where}: {said}"
+    todo = "run the same command again when it is less busy"
+    if not address and (num_cpus or 0) > 1:
+        todo += f", or give the session fewer CPUs than {num_cpus} (--num-cpus)"
+    return (f"{where} did not start in time ({said}); this machine may be too loaded for Ray to start its "
+            f"processes{_load()}: {todo}")
+
+
+def _load() -> str:
+    """`` (load average 3.2 on 2 CPUs)``, or nothing where the system does not say."""
+    try:
+        return f" (load average {os.getloadavg()[0]:.1f} on {os.cpu_count() or 1} CPUs)"
+    except (OSError, AttributeError):
+        return ""
+
+
+def _shutdown(ray: Any) -> None:
+    """``ray.shutdown()`` after a failed start; its own failure adds nothing to the first one."""
+    try:
+        ray.shutdown()
+    except Exception:  # noqa: BLE001
+        pass
+
+
 def _session_dir(ray: Any) -> str:
     try:
-        return ray._private.worker.global_worker.node.get_session_dir_path()
+        return _ray_internals.session_dir()
     except AttributeError:
         return "Ray's temporary directory"
 

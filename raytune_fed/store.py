@@ -93,24 +93,55 @@ class _Damaged(Exception):
     pass
 
 
+class StoreWriteError(StoreError):
+    """A file of the store (or of a run's output) could not be written: the disk is full, read-only, or
+    the place is not writable.  Nothing half-written is left behind (see :func:`write_atomic`);
+    ``path`` is the file and ``errno`` the system's error number."""
+
+    def __init__(self, path: str | os.PathLike, exc: OSError) -> None:
+        self.path, self.errno = Path(path), exc.errno
+        super().__init__(f"cannot write {os.fspath(path)}: {describe_os_error(exc)}")
+
+
+def describe_os_error(exc: OSError) -> str:
+    """What went wrong in the system's words, lower case (``"no space left on device"``)."""
+    text = exc.strerror or (os.strerror(exc.errno) if exc.errno else "") or str(exc) or type(exc).__name__
+    return text[:1].lower() + text[1:]
+
+
 class ResultStore:
     """Directory of finished cells, their failures and quarantined files (see the module notes)."""
 
     def __init__(self, root: str | os.PathLike) -> None:
         """Open (creating it if needed) a store at ``root``; refuse a place it cannot write to."""
+        if not isinstance(root, (str, os.PathLike)) or not os.fspath(root).strip():
+            raise StoreError(f"output directory must be a non-empty path, got {root!r}")
         self.root = Path(root)
         self.units = self.root / "units"
         self.failures_dir = self.root / "failures"
         self.quarantine_dir = self.root / "quarantine"
         if self.root.exists() and not self.root.is_dir():
             raise StoreError(f"output directory {str(self.root)!r} is an existing file, not a directory")
+        made = []  # the folders this creates, deepest first: removed again if the store cannot be written
+        place = self.units
+        while not place.exists() and place != place.parent:
+            made.append(place)
+            place = place.parent
         try:
             self.units.mkdir(parents=True, exist_ok=True)
             fd, probe = tempfile.mkstemp(dir=self.units, prefix=".probe.", suffix=".tmp")
-            os.close(fd)
-            os.unlink(probe)
+            try:  # a block's worth: a full disk refuses it, where creating an empty file still works
+                os.write(fd, bytes(4096))
+            finally:
+                os.close(fd)
+                os.unlink(probe)
         except OSError as exc:
-            raise StoreError(f"cannot write results under {str(self.root)!r}: {exc.strerror or exc}") from None
+            for folder in made:
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break
+            raise StoreError(f"cannot write results under {str(self.root)!r}: {describe_os_error(exc)}") from None
 
     def path(self, key: str) -> Path:
         return self.units / f"{key}.json"
@@ -213,9 +244,12 @@ class ResultStore:
 
     def quarantine(self, key: str) -> Path:
         """Move the unit file of ``key`` to ``quarantine/`` (stamped with the time); returns its new path."""
-        self.quarantine_dir.mkdir(exist_ok=True)
         target = self.quarantine_dir / f"{key}.json.{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
-        os.replace(self.path(key), target)
+        try:
+            self.quarantine_dir.mkdir(exist_ok=True)
+            os.replace(self.path(key), target)
+        except OSError as exc:
+            raise StoreWriteError(target, exc) from None
         return target
 
     # ------------------------------------------------------------------ failures
@@ -223,7 +257,6 @@ class ResultStore:
                        message: str) -> Path:
         """Keep the last error of a cell (a rerun retries the cell; success removes the file)."""
         key = config_key(config)
-        self.failures_dir.mkdir(exist_ok=True)
         entry = {"key": key, "label": label, "kind": kind, "error_type": error_type, "message": message,
                  "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "config": _as_json(dict(config))}
         path = self.failures_dir / f"{key}.json"
@@ -250,18 +283,25 @@ def damaged_message(path: Path, reason: str) -> str:
 
 
 def write_atomic(path: str | os.PathLike, write: Callable[[str], Any], *, fsync: bool = False) -> None:
-    """Call ``write(tmp_path)`` and move the finished file into place in one step."""
+    """Call ``write(tmp_path)`` and move the finished file into place in one step.
+
+    A failure to write (a full disk, a read-only place) raises :class:`StoreWriteError` naming
+    ``path``; the temporary file is removed, so ``path`` holds its old content or nothing.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
         write(tmp)
         if fsync:
             with open(tmp, "rb") as fh:
                 os.fsync(fh.fileno())
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are meant to be shared
         os.replace(tmp, path)
+    except OSError as exc:
+        raise StoreWriteError(path, exc) from None
     finally:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)

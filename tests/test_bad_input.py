@@ -58,6 +58,7 @@ GRID_OPTIONS = [
     (["--placement-timeout", "inf"], "placement_timeout must be a finite number >= 0.0, got inf"),
     (["--max-retries", "-1"], "max_retries must be an integer in [0, 100], got -1"),
     (["--max-retries", "1000000000000"], "max_retries must be an integer in [0, 100], got 1000000000000"),
+    (["--out", ""], "output directory must be a non-empty path, got ''"),
 ]
 
 RFMS_CASES = [
@@ -89,7 +90,9 @@ RFMS_CASES = [
     (["--n-init", "{half_points}", "--n-iter", "{half_points_plus}"], "n_init + n_iter must be at most {max_points}"),
     (["--n-folds", "1"], "n_folds must be an integer >= 2, got 1"),
     (["--n-folds", "100000"], "n_folds must be at most 24"),
-    (["--thresholdout-budget", "-1"], "thresholdout_budget must be an integer >= 0, got -1"),
+    (["--thresholdout-budget", "-1"], "thresholdout_budget must be an integer in [0, 9223372036854775807], got -1"),
+    (["--thresholdout-budget", "1" + "0" * 24], "thresholdout_budget must be an integer in [0, 9223372036854775807], "
+                                                "got 1" + "0" * 24),
     (["--seed", "-1"], "seed must be an integer in [0, 18446744073709551615], got -1"),
     (["--seed", "18446744073709551616"], "seed must be an integer in [0, 18446744073709551615], got "
                                          "18446744073709551616"),
@@ -100,9 +103,20 @@ RFMS_CASES = [
     (["--sites", "{missing}.toml"], "sites file not found: '{missing}.toml'"),
     (["--sites", "{a_dir}.toml"], "sites file not found"),
     (["--sites", "{garbage_toml}"], "garbage"),
+    (["--sites", "{sites_port_toml}"], "sites.a: the port of site URL 'https://127.0.0.1:99999' must be a number in "
+                                       "[1, 65535]"),
+    (["--sites", "{sites_refused_toml}"], "cannot reach site 'a' at http://127.0.0.1:1: nothing listens there "
+                                          "(connection refused)"),
+    (["--sites", "{sites_unknown_toml}"], "sites.a has unknown key(s) ['ca_file']; known: ['cafile', 'token_file', "
+                                          "'url']"),
+    (["--sites", "{sites_lacking_toml}"], "sites.a lacks ['token_file'] (url and token_file are required"),
+    (["--sites", "{sites_not_pem_toml}"], "sites.a: cafile '{garbage_json}' holds no PEM certificate"),
+    (["--sites", "{sites_no_ca_toml}"], "sites.a: cannot read cafile '{missing}.pem': No such file or directory"),
     (["--dataset", "{minimal_csv}"], "site 'c' cannot be an openbox or a curator: cross-validation needs at least "
                                      "2 rows of every class"),
     (["--dataset", "{constant_csv}"], "site 'b': every feature is constant on its 20 rows"),
+    (["--dataset", "{constant_text_csv}"], "non-numeric column 'ward' holds the one value 'A' in every row, so it "
+                                           "carries no information"),
 ] + GRID_OPTIONS
 
 DEMO_CASES = [
@@ -158,7 +172,7 @@ CMOSB_CASES = [
     (["--max-leakage", "0"], "max_leakage must be in (0, 1], got 0.0"),
     (["--max-leakage", "2"], "max_leakage must be in (0, 1], got 2.0"),
     (["--baselines", "es,random"], "unknown baselines ['random']"),
-    (["--he", "paillier"], "unknown HE scheme 'paillier'"),
+    (["--he", "paillier"], "cmosb: argument --he: invalid choice: 'paillier' (choose from 'bfv', 'plain')"),
     (["--seed", "-1"], "seed must be an integer in [0, "),
     (["--grid-levels", "0"], "grid_levels must be an integer in [1, 5], got 0"),
     (["--grid-levels", "6"], "grid_levels must be an integer in [1, 5], got 6"),
@@ -174,6 +188,7 @@ CMOSB_CASES = [
     (["--out", "{unwritable}/out"], "cannot write results under '{unwritable}/out'"),
     (["--out", "{corrupt_cmosb}"], "settings.json is not a CMOSB settings record"),
     (["--out", "{other_cmosb}"], "holds a CMOSB run with other settings"),
+    (["--out", ""], "output directory must be a non-empty path, got ''"),
     (["--address", "127.0.0.1:99999"], "must be in [1, 65535], got 99999"),
     (["--address", "127.0.0.1:1"], "cannot reach the Ray cluster at '127.0.0.1:1': nothing listens there"),
     (["--num-cpus", "0"], "num_cpus must be an integer in [1, {max_cpus}], got 0"),
@@ -184,6 +199,7 @@ REPORT_CASES = [
     (["{missing}"], "no results.parquet in"),
     (["{a_file}"], "no results.parquet in"),
     (["{garbage_results}"], "(damaged or not a results file)"),
+    (["{read_only_run}"], "cannot write results under '{read_only_run}': "),
 ]
 
 DATASETS_CASES = [
@@ -213,6 +229,8 @@ SITE_CASES = [
     (["--policy", "{policy_bad_ledger}"], "ledger '{missing}/ledger.jsonl': its directory does not exist"),
     (["--policy", "{policy_dir_ledger}"], "ledger '{a_dir}' is a directory"),
     (["--data", "{missing}.npz"], "{missing}.npz"),
+    (["--data", "{cut_npz}"], "cannot read arrays X and y from '{cut_npz}': not an .npz archive (File is not a zip"),
+    (["--data", "{npy_npz}"], "cannot read arrays X and y from '{npy_npz}': not an .npz archive (numpy.savez"),
     (["--data", "{garbage_csv}", "--target", "label"], "garbage"),
 ] + LISTEN
 
@@ -246,6 +264,7 @@ SITE_INIT_CASES = [
 INIT_DIRS = [  # the directory argument replaces the base's
     (["{a_file}"], "'{a_file}' exists and is not a directory"),
     (["{unwritable}/init"], "cannot create '{unwritable}/init'"),
+    ([""], "DIR must name the directory to set up, got ''"),
 ]
 
 CLUSTER_BUNDLE_CASES = [  # the base names the repository (the test's working tree) and a free --out
@@ -294,6 +313,38 @@ def _unwritable(tmp_path: Path) -> Path:
     raise RuntimeError("no unwritable directory found")
 
 
+def _read_only(path: Path):
+    """Make ``path`` read-only for this process (for root, which ignores modes: a read-only bind mount of it);
+    returns what undoes it."""
+    import subprocess
+
+    if os.geteuid() != 0:
+        path.chmod(0o555)
+        return lambda: path.chmod(0o755)
+    subprocess.run(["mount", "--bind", str(path), str(path)], check=True)
+    subprocess.run(["mount", "-o", "remount,ro,bind", str(path)], check=True)
+    return lambda: subprocess.run(["umount", "-l", str(path)], check=True)
+
+
+def _sites_files(d: Path) -> dict[str, str]:
+    """Sites files for the sites a, b and c of ``sites.csv``, each wrong in one way."""
+    def write(name: str, **change: str | None) -> str:
+        lines = []
+        for site in "abc":
+            entry = {"url": "http://127.0.0.1:1", "token_file": str(d / "token"), **change}
+            lines.append(f"[sites.{site}]")
+            lines += [f'{key} = "{value}"' for key, value in entry.items() if value is not None]
+        (d / f"{name}.toml").write_text("\n".join(lines) + "\n")
+        return str(d / f"{name}.toml")
+
+    return {"sites_refused_toml": write("sites_refused"),  # nothing listens on port 1
+            "sites_port_toml": write("sites_port", url="https://127.0.0.1:99999"),
+            "sites_unknown_toml": write("sites_unknown", ca_file="ca.pem"),
+            "sites_lacking_toml": write("sites_lacking", token_file=None),
+            "sites_not_pem_toml": write("sites_not_pem", cafile=str(d / "garbage.json")),
+            "sites_no_ca_toml": write("sites_no_ca", cafile=str(d / "missing.pem"))}
+
+
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     """Files and values the cases refer to (made once: the cases only read them)."""
@@ -309,17 +360,24 @@ def world(tmp_path_factory):
     w["sites_csv"] = write_sites_csv(d / "sites.csv")
     w["minimal_csv"] = write_sites_csv(d / "minimal.csv", (5, 5, 2))
     w["constant_csv"] = write_sites_csv(d / "constant.csv", (5, 10, 5), constant_site="b")
+    import pandas as pd
+
+    pd.read_csv(w["sites_csv"]).assign(ward="A").to_csv(d / "constant_text.csv", index=False)
+    w["constant_text_csv"] = str(d / "constant_text.csv")
+    w.update(_sites_files(d))
     rng = np.random.default_rng(0)
     X = rng.normal(size=(4000, 5))
     y = (X[:, 0] + rng.normal(size=4000) > 0).astype(int)
-    import pandas as pd
-
     pd.DataFrame(X, columns=[f"x{i}" for i in range(5)]).assign(label=y).to_csv(d / "pu.csv", index=False)
     w["pu_csv"] = str(d / "pu.csv")
     pd.DataFrame(X, columns=[f"x{i}" for i in range(5)]).to_csv(d / "party.csv", index=False)
     w["party_csv"] = str(d / "party.csv")
     np.savez(d / "site.npz", X=X, y=y)
     w["site_npz"] = str(d / "site.npz")
+    (d / "cut.npz").write_bytes((d / "site.npz").read_bytes()[:200])  # an archive cut short
+    np.save(d / "array.npy", X)
+    (d / "array.npy").rename(d / "npy.npz")  # an .npy under an .npz name
+    w.update(cut_npz=str(d / "cut.npz"), npy_npz=str(d / "npy.npz"))
     (d / "garbage.csv").write_bytes(b"\x00\x01garbage\xff\xfe" * 50)
     w["garbage_csv"] = str(d / "garbage.csv")
     (d / "garbage.toml").write_text("this is = = garbage [[")
@@ -331,6 +389,10 @@ def world(tmp_path_factory):
     (d / "garbage_results").mkdir()
     (d / "garbage_results" / "results.parquet").write_bytes(b"PAR1 not parquet")
     w["garbage_results"] = str(d / "garbage_results")
+    (d / "read_only_run").mkdir()
+    pd.DataFrame({"hypervolume": [0.5], "experiment": ["x"]}).to_parquet(d / "read_only_run" / "results.parquet")
+    w["read_only_run"] = str(d / "read_only_run")
+    undo_read_only = _read_only(d / "read_only_run")
     (d / "token").write_text("t" * 24 + "\n")
     (d / "owner").write_text("o" * 24 + "\n")
     (d / "short_token").write_text("short\n")
@@ -362,6 +424,7 @@ def world(tmp_path_factory):
              half_points_plus=str(bounds.max_points - bounds.max_points // 2 + 1),
              max_cpus=str(bounds.max_cpus), max_population=str(bounds.max_population))
     yield w
+    undo_read_only()
     busy.close()
     http.close()
 

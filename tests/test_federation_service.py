@@ -59,7 +59,7 @@ def test_a_site_list_gives_clients_by_name(make_target, tmp_path):
 
 @pytest.mark.parametrize("text, message", [
     ("[sites]\n", "must have a \\[sites.<name>\\] table"),
-    ('[sites.a]\nurl = "https://h:1"\n', "sites.a must set url and token_file"),
+    ('[sites.a]\nurl = "https://h:1"\n', r"sites.a lacks \[.token_file.\] \(url and token_file are required"),
     ('[sites.a]\nurl = "ftp://h:1"\ntoken_file = "tok"\n', "a site URL must be http"),
     ('[sites.a]\nurl = "https://h:1"\ntoken_file = "missing"\n', "cannot read the token file"),
 ])

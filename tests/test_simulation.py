@@ -322,7 +322,8 @@ BAD_INPUT = [
     ("natural without sites", lambda: split_sites(*_xy(), method="natural"),
      ConfigError, r"'natural' needs the sites array"),
     ("sites with srs", lambda: split_sites(*_xy(), method="srs", sites=np.zeros(150)),
-     ConfigError, r"sites is only used by method 'natural'"),
+     ConfigError, r"these rows come in 1 natural site \(0.0\): .*only split 'natural' applies; split 'srs' cuts a "
+                  r"pooled dataset into sites: .*sites=None in Python"),
     ("n_sites < 2", lambda: split_sites(*_xy(), method="srs", n_sites=1),
      ConfigError, r"n_sites must be an integer >= 2, got 1"),
     ("pca_variance 0", lambda: split_sites(*_xy(), method="drc", pca_variance=0.0),

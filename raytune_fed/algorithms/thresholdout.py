@@ -24,6 +24,11 @@ from raytune_fed.errors import ConfigError
 from raytune_fed.random import Seed, as_generator
 
 
+MAX_BUDGET = 2 ** 63 - 1
+"""The largest budget: a site's policy and ledger keep it as a 64-bit integer (TOML's), and no grid
+asks that many queries, so a larger one would never bind (leave the budget out for none)."""
+
+
 class Thresholdout:
     def __init__(self, *, threshold: float = 0.02, sigma: float = 0.03, gamma: float = 0.0,
                  budget: int | None = None, seed: Seed | None = None) -> None:
@@ -31,7 +36,7 @@ class Thresholdout:
         check_float("Thresholdout sigma", sigma, 0.0)
         check_float("Thresholdout gamma", gamma, 0.0)
         if budget is not None:
-            check_int("Thresholdout budget", budget, 0)
+            check_int("Thresholdout budget", budget, 0, MAX_BUDGET)
         if seed is None:
             raise ConfigError("Thresholdout needs a seed (an int, SeedSequence or Generator); "
                               "None would draw from OS entropy")

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 from raytune_fed.cli._options import csv
+from raytune_fed.cli._stderr import quiet_optuna
+from raytune_fed.crypto import SCHEMES
 
 EPILOG = """\
 Each method is a Ray Tune experiment whose trials train SecureBoost on two party actors
@@ -69,7 +71,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(pymoo's constraint domination) (default: %(default)s)")
     p.add_argument("--baselines", type=csv, default=("es", "gs", "bo"),
                    help="comma-separated baselines among es,gs,bo (default: es,gs,bo)")
-    p.add_argument("--he", default="plain", help="encryption of the trainings: bfv, ckks or plain (default: plain)")
+    p.add_argument("--he", default="plain", choices=SCHEMES,
+                   help="encryption of the trainings: bfv or plain (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="root seed (default: %(default)s)")
     p.add_argument("--grid-levels", type=int, default=2, help="values per parameter of GS (default: %(default)s)")
     p.add_argument("--bo-trials", type=int, default=None,
@@ -95,6 +98,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> None:
     from raytune_fed.workflows.cmosb import CMOSBSettings, format_summary, run_cmosb, write_outputs
 
+    quiet_optuna()  # BO's searcher lives in this process
     settings = CMOSBSettings(dataset=args.dataset, population=args.population, generations=args.generations,
                              baselines=tuple(args.baselines), max_cost=args.max_cost, max_leakage=args.max_leakage,
                              he=args.he, seed=args.seed, grid_levels=args.grid_levels, bo_trials=args.bo_trials,

@@ -3,15 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from raytune_fed.errors import ConfigError
-
-WORKFLOWS = {  # the columns that identify each workflow's results.parquet, checked in this order
-    "cmosb": {"utility_loss", "training_cost", "privacy_leakage"},
-    "pu": {"test_auc", "variant"},
-    "rfms": {"hypervolume", "experiment"},
-}
+from raytune_fed.workflows._results import WORKFLOWS, recognise  # noqa: F401 (kept importable from here)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,29 +16,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
-def recognise(out: str | Path) -> str:
-    """Which workflow wrote ``out``: ``"rfms"``, ``"pu"`` or ``"cmosb"`` (from its results' columns)."""
-    import pyarrow.parquet as pq
-
-    path = Path(out) / "results.parquet"
-    if not path.is_file():
-        raise ConfigError(f"no results.parquet in {out}: run a grid (rfms, pu, cmosb) with this --out first, "
-                          "or wait until it has finished")
-    try:
-        columns = set(pq.read_schema(path).names)
-    except Exception as exc:  # a truncated or foreign file
-        first = (str(exc).strip().splitlines() or [""])[0]
-        raise ConfigError(f"cannot read {path} (damaged or not a results file): {type(exc).__name__}: {first}") \
-            from None
-    for name, needed in WORKFLOWS.items():
-        if needed <= columns:
-            return name
-    raise ConfigError(f"{path} was not written by rfms, pu or cmosb: its columns "
-                      f"{sorted(columns)[:8]}{' ...' if len(columns) > 8 else ''} match none of them")
-
-
 def run(args: argparse.Namespace) -> None:
+    from raytune_fed._checks import check_output_dir
+
     workflow = recognise(args.dir)
+    check_output_dir(args.dir)  # the page goes beside the results: a read-only folder is one line, not a traceback
     if workflow == "rfms":
         from raytune_fed.workflows.rfms import write_report
     elif workflow == "pu":

@@ -8,6 +8,7 @@ dataset is named after the file (``path/to/cohort.csv`` -> ``"cohort.csv"``).
 from __future__ import annotations
 
 import os
+import zipfile
 from pathlib import Path
 from typing import Sequence
 
@@ -68,11 +69,18 @@ def _read(name: str, path: Path, suffix: str) -> pd.DataFrame:
 
 def read_npz(path: str | os.PathLike, names: Sequence[str]) -> tuple[np.ndarray, ...]:
     """Arrays ``names`` of an ``.npz`` file, read without unpickling anything."""
+    where = f"cannot read arrays {' and '.join(names)} from {os.fspath(path)!r}"
     try:
-        with np.load(path, allow_pickle=False) as data:
-            return tuple(data[n] for n in names)
+        with open(path, "rb") as f:
+            zipped = f.read(4) in (b"PK\x03\x04", b"PK\x05\x06")  # else np.load reads .npy, pickle or nothing
+        if zipped:
+            with np.load(path, allow_pickle=False) as data:
+                return tuple(data[n] for n in names)
     except (OSError, KeyError, ValueError) as exc:
-        raise DatasetError(f"cannot read arrays {' and '.join(names)} from {os.fspath(path)!r}: {exc}") from None
+        raise DatasetError(f"{where}: {exc}") from None
+    except zipfile.BadZipFile as exc:
+        raise DatasetError(f"{where}: not an .npz archive ({exc})") from None
+    raise DatasetError(f"{where}: not an .npz archive (numpy.savez writes one)")
 
 
 def load_features(path: str | os.PathLike, *, columns: Sequence[str] | None = None) -> np.ndarray:

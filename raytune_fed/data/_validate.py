@@ -14,7 +14,10 @@ itself when built.  So the rules below hold for every dataset the package hands 
 Encoding rules for tables: numeric and boolean columns become floats; other columns
 (text, categories) with at most :data:`MAX_CATEGORIES` distinct values are one-hot
 encoded (a two-level column becomes a single 0/1 indicator of the level that sorts
-last); anything else is an error that names the column.
+last); anything else is an error that names the column, and so is a text column with
+one value in every row (it carries no information; a constant numeric column is kept
+and left to the learners' constant-feature filter, as scikit-learn's
+``VarianceThreshold`` would drop it).
 """
 
 from __future__ import annotations
@@ -225,6 +228,10 @@ def _encode_features(name: str, frame: pd.DataFrame) -> tuple[np.ndarray, tuple[
                 f"dataset {name!r}: non-numeric column {column!r} has {len(levels)} distinct values "
                 f"(more than {MAX_CATEGORIES}), so it cannot be one-hot encoded; drop it or convert "
                 f"it to numbers (first values: {list(text[:3])})")
+        if len(levels) == 1:
+            raise DatasetError(
+                f"dataset {name!r}: non-numeric column {column!r} holds the one value {str(levels[0])!r} in every "
+                f"row, so it carries no information (its one-hot indicator would be constant); drop the column")
         kept = levels[1:] if len(levels) == 2 else levels
         blocks.append(np.stack([(text == level) for level in kept], axis=1).astype(np.float64))
         names.extend(f"{column}={level}" for level in kept)

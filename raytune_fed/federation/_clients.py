@@ -95,6 +95,34 @@ class SiteClient:
         """``"local"``, ``"actor"`` or ``"service"``."""
         return self._transport.kind
 
+    def check_reachable(self, timeout: float = 5.0) -> None:
+        """Raise :class:`ConfigError` unless a served site accepts a connection within ``timeout`` s and,
+        for ``https``, completes a TLS handshake verified against its CA file; sends no request (a site
+        in this process or an actor passes)."""
+        import ssl
+        from urllib.parse import urlsplit
+
+        from raytune_fed.runtime import open_connection
+
+        if self.kind != "service":
+            return
+        url, cafile = self._transport.url, self._transport.cafile
+        parts = urlsplit(url)
+        tls = parts.scheme == "https"
+        where = f"cannot reach site {self.name!r} at {url}"
+        with open_connection(parts.hostname, parts.port or (443 if tls else 80), timeout, where) as conn:
+            if not tls:
+                return
+            try:
+                ssl.create_default_context(cafile=cafile).wrap_socket(conn, server_hostname=parts.hostname).close()
+            except ssl.SSLCertVerificationError as exc:
+                against = f"cafile {cafile!r}" if cafile else "the system's certificates (no cafile given)"
+                raise ConfigError(f"{where}: its certificate does not verify against {against}: "
+                                  f"{exc.verify_message}") from None
+            except OSError as exc:  # ssl.SSLError included: e.g. the port speaks plain HTTP
+                why = getattr(exc, "reason", None) or exc.strerror or str(exc) or type(exc).__name__
+                raise ConfigError(f"{where}: the TLS handshake failed ({why})") from None
+
     def _message(self, method: str, args: Mapping[str, Any]) -> bytes:
         return _wire.encode({"method": method, "args": dict(args)})
 
@@ -214,6 +242,10 @@ def final_all(sessions: Sequence[SiteSession], models: Sequence[ModelRecord]) ->
     return _fan_out(sessions, "final_evaluation", {"models": _check_models(list(models))}, FinalLosses)
 
 
+SITE_KEYS = {"url": True, "token_file": True, "cafile": False}
+"""The keys of a sites file's ``[sites.<name>]`` table, and whether each is required."""
+
+
 def load_site_directory(path: str | os.PathLike) -> dict[str, SiteClient]:
     """Clients for remote sites listed in a TOML or JSON file::
 
@@ -221,6 +253,10 @@ def load_site_directory(path: str | os.PathLike) -> dict[str, SiteClient]:
         url = "https://site0.example.org:8443"
         token_file = "tokens/site0"       # the analyst's bearer token, relative to this file
         cafile = "certs/site0.pem"        # optional: the site's certificate (self-signed)
+
+    Everything is checked without contacting a site: the keys, the URL and its port, the token
+    file and the CA file (readable, and a PEM certificate).  :meth:`SiteClient.check_reachable`
+    then checks that each site answers.
     """
     import json
     import tomllib
@@ -234,12 +270,42 @@ def load_site_directory(path: str | os.PathLike) -> dict[str, SiteClient]:
     sites = data.get("sites") if isinstance(data, dict) else None
     if not isinstance(sites, dict) or not sites:
         raise ConfigError(f"the sites file {path.name!r} must have a [sites.<name>] table per site")
+    if set(data) != {"sites"}:
+        raise ConfigError(f"the sites file {path.name!r} has unknown key(s) {sorted(set(data) - {'sites'})}; it "
+                          f"holds only [sites.<name>] tables")
+    known = sorted(SITE_KEYS)
     out = {}
     for name, entry in sites.items():
-        if not isinstance(entry, dict) or not {"url", "token_file"} <= set(entry) \
-                or not set(entry) <= {"url", "token_file", "cafile"}:
-            raise ConfigError(f"sites.{name} must set url and token_file (and optionally cafile)")
-        resolve = lambda p: p if os.path.isabs(p) else os.fspath(path.parent / p)  # noqa: E731
-        out[name] = SiteClient.service(entry["url"], token_file=resolve(entry["token_file"]),
-                                       cafile=resolve(entry["cafile"]) if "cafile" in entry else None, name=name)
+        where = f"the sites file {path.name!r}: sites.{name}"
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where} must be a table with the keys {known}, got {entry!r}")
+        unknown = sorted(set(entry) - set(SITE_KEYS))
+        missing = [k for k, required in SITE_KEYS.items() if required and k not in entry]
+        if unknown or missing:
+            raise ConfigError(f"{where} has unknown key(s) {unknown}; known: {known}" if unknown else
+                              f"{where} lacks {missing} (url and token_file are required, cafile is optional)")
+        bad = [k for k, v in entry.items() if not (isinstance(v, str) and v.strip())]
+        if bad:
+            raise ConfigError(f"{where}: {bad[0]} must be a non-empty string, got {entry[bad[0]]!r}")
+        resolve = lambda p: p if os.path.isabs(p) else os.fspath(path.parent.resolve() / p)  # noqa: E731
+        cafile = resolve(entry["cafile"]) if "cafile" in entry else None
+        if cafile is not None:
+            _check_cafile(cafile, where)
+        try:
+            out[name] = SiteClient.service(entry["url"], token_file=resolve(entry["token_file"]), cafile=cafile,
+                                           name=name)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
     return out
+
+
+def _check_cafile(cafile: str, where: str) -> None:
+    """``cafile`` is readable and holds a PEM certificate (what TLS verifies the site against)."""
+    import ssl
+
+    try:
+        ssl.create_default_context(cafile=cafile)
+    except ssl.SSLError as exc:
+        raise ConfigError(f"{where}: cafile {cafile!r} holds no PEM certificate ({exc.reason or exc})") from None
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot read cafile {cafile!r}: {exc.strerror or exc}") from None

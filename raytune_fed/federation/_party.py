@@ -22,13 +22,14 @@ side only), or raises :class:`Refusal`.  The base then guarantees, for every par
   owner's credential, the request's shape and its charge are checked on that header
   before a single array is decoded (:func:`~raytune_fed.federation._wire.decode_header`);
   a party with ``seconds_per_request`` stops decoding, validating and computing once
-  the request has used that much CPU time (:class:`CpuDeadline`, passed to handlers as
-  :attr:`Party.deadline`);
+  the request has used that much CPU time on the thread answering it (:class:`CpuDeadline`,
+  passed to handlers as :attr:`Party.deadline`);
 * refusals carry one of the fixed texts in ``REFUSALS`` (never an exception's text or a
   value from the data); every other exception inside ``call`` becomes the fixed
-  ``internal`` refusal, written to the ledger (charged if the request was) and, with its
-  traceback, to the party's log (``logging.getLogger("raytune_fed.federation")``), never
-  to the caller;
+  ``internal`` refusal, written to the ledger (charged if the request was, unless the
+  party's own ledger write failed, e.g. its disk is full: that is the party's failure and
+  the charge is undone, :meth:`Party._release`) and, with its traceback, to the party's
+  log (``logging.getLogger("raytune_fed.federation")``), never to the caller;
 * every answer and every charged refusal is written to the append-only ledger before
   the answer leaves; requests a party charges (:meth:`Party._admit`) are counted before
   their fields are parsed (the entry's ``charged`` is the number of answers charged), and
@@ -95,14 +96,22 @@ log = logging.getLogger("raytune_fed.federation")
 
 
 class CpuDeadline:
-    """A request's CPU-time limit: ``check()`` raises :class:`TimeoutError` once the process
-    has used ``seconds`` of CPU since the request arrived (``None``: no limit)."""
+    """A request's CPU-time limit: ``check()`` raises :class:`TimeoutError` once the thread that
+    answers the request has used ``seconds`` of CPU since it arrived (``None``: no limit).
+
+    The clock is that thread's own (``time.thread_time``), not the process's: a party decodes,
+    validates and scores a request on the thread that called :meth:`Party.call` (the service's
+    request thread, the actor's), so other threads - other connections, TLS handshakes, Ray's
+    own - cannot push a request over its limit, and traffic that is not the request charges it
+    nothing.  Call ``check()`` on that thread.  Work handed to other threads is not counted, so a
+    served party runs its BLAS and OpenMP pools on one thread (:func:`raytune_fed.federation._service.serve`).
+    """
 
     def __init__(self, seconds: float | None) -> None:
-        self.stop = None if seconds is None else time.process_time() + seconds
+        self.stop = None if seconds is None else time.thread_time() + seconds
 
     def check(self) -> None:
-        if self.stop is not None and time.process_time() > self.stop:
+        if self.stop is not None and time.thread_time() > self.stop:
             raise TimeoutError("the request exceeded the party's time limit")
 
 
@@ -231,7 +240,7 @@ class Party:
     def _handle(self, message: bytes, analyst: str) -> Any:
         deadline = CpuDeadline(self._seconds)
         self._current.deadline, self._current.analyst = deadline, analyst
-        known: dict[str, Any] = {"spec": None, "session": None, "charged": 0, "number": None}
+        known: dict[str, Any] = {"spec": None, "session": None, "charged": 0, "number": None, "request": None}
         try:
             return self._serve(message, analyst, deadline, known)
         except Refusal:
@@ -242,7 +251,11 @@ class Party:
             if known["spec"] is None:
                 self._note("internal", None)
                 raise refusal from None
-            self._refuse(known["spec"], known["session"], refusal, charged=known["charged"], number=known["number"])
+            charged = known["charged"]
+            if charged and isinstance(exc, OSError):  # the party's own failure (e.g. its disk is full): nothing
+                self._release(known["request"], charged)  # was answered, so the caller is not charged for it
+                charged = 0
+            self._refuse(known["spec"], known["session"], refusal, charged=charged, number=known["number"])
 
     def _serve(self, message: bytes, analyst: str, deadline: CpuDeadline, known: dict[str, Any]) -> Any:
         try:
@@ -278,7 +291,7 @@ class Party:
             charged = self._admit(request)
         except Refusal as refusal:
             self._refuse(spec, session, refusal, charged=0)
-        known.update(charged=charged, number=number)
+        known.update(charged=charged, number=number, request=request)
         try:
             resolved = _wire.resolve(args, payload)
             kwargs = {name: f.parse(resolved.get(name)) for name, f in spec.request.items()}
@@ -296,10 +309,10 @@ class Party:
             extra: dict[str, Any] = {}
             if charged:
                 extra = {"request": number, "reply": to_wire(answer)}
-                if number is not None:
-                    self._replies[session.key, number] = {"method": spec.name, "reply": extra["reply"]}
             self._ledger.append(spec.name, session=None if session is None else session.key, charged=charged,
                                 **extra, **ledger)
+            if charged and number is not None:  # kept only once the ledger holds it
+                self._replies[session.key, number] = {"method": spec.name, "reply": extra["reply"]}
         return answer
 
     def _refuse(self, spec: Restricted, session: Session | None, refusal: Refusal, *, charged: int,
@@ -307,10 +320,10 @@ class Party:
         if not charged:
             self._note(refusal.code, spec.name)
             raise refusal
-        if number is not None and session is not None:
-            self._replies[session.key, number] = {"method": spec.name, "code": refusal.code}
         self._ledger.append("refused", method=spec.name, code=refusal.code, charged=charged,
                             session=None if session is None else session.key, request=number, **refusal.ledger)
+        if number is not None and session is not None:  # kept only once the ledger holds it
+            self._replies[session.key, number] = {"method": spec.name, "code": refusal.code}
         raise refusal
 
     def _note(self, code: str, method: str | None) -> None:
@@ -345,6 +358,10 @@ class Party:
     def _charge(self, spec: Restricted, session: Session | None) -> bool:
         """Hook (see :meth:`_admit`): whether a request is charged."""
         return False
+
+    def _release(self, request: Request, charged: int) -> None:
+        """Hook: undo what :meth:`_admit` counted for ``request`` (``charged`` answers), when the party
+        itself failed before answering it (its ledger could not be written)."""
 
     # -- sessions -----------------------------------------------------------------------
 

@@ -72,8 +72,9 @@ def serve_until_stopped(party: Any, token: str | None, args: argparse.Namespace,
     the command line then says that ``what`` stopped, where, and what its ``ledger`` kept
     (``args.stop_message``).
     """
-    from raytune_fed.federation._service import log_to, serve
+    from raytune_fed.federation._service import log_to, one_thread_per_request, serve
 
+    one_thread_per_request()  # a request's CPU limit counts the thread answering it: keep its work there
     server = serve(party, token=token, tokens=tokens, host=args.host, port=args.port, certfile=args.cert,
                    keyfile=args.key)
     if log_file is not None:

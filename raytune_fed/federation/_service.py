@@ -21,6 +21,12 @@ a body slot only so long.  Connections are not capped (a thread each, as in the
 standard library): a deployment facing the open network bounds them in front of the
 service (a firewall or reverse proxy), as it would for any service.
 
+Nobody without a token can rotate the log away: what the HTTP layer logs before a request is
+authenticated (malformed request lines, failed TLS handshakes, connections dropped while
+being refused) is one line of at most ``LOG_LINE`` characters, written for the 1st, 2nd, 4th,
+8th, ... of each kind (:class:`_Noted`, as the ledger counts uncharged requests), so ``N``
+such connections add ``O(log N)`` short lines and the party's own entries stay in its log.
+
 Why the standard library's ``http.server`` and not Ray Serve: the boundary's whole point
 is that the site shares no runtime with the analyst, and a plain process with one
 request handler has nothing to configure and nothing that deserialises Python objects;
@@ -37,6 +43,7 @@ import logging.handlers
 import os
 import socket
 import ssl
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -53,6 +60,7 @@ LOG_BACKUPS = 3
 MAX_BODIES = 2
 MIN_BYTES_PER_SECOND = 1 << 16
 BODY_GRACE = 60.0
+LOG_LINE = 200  # characters of a logged HTTP-layer line (a request line may be 64 KiB)
 
 
 def log_to(path: str | os.PathLike) -> logging.Handler:
@@ -63,6 +71,37 @@ def log_to(path: str | os.PathLike) -> logging.Handler:
     log.setLevel(logging.INFO)
     log.propagate = False
     return handler
+
+
+def one_thread_per_request() -> Any:
+    """Run this process's BLAS and OpenMP pools on one thread (a served party's requests are timed on the
+    thread answering them, :class:`~raytune_fed.federation._party.CpuDeadline`, so their work stays on it);
+    returns the limiter (its ``restore_original_limits()`` undoes it)."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1)
+
+
+class _Noted:
+    """Log the 1st, 2nd, 4th, ... line of each kind, each cut to ``LOG_LINE`` characters (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._counts: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, kind: str, message: str, *, traceback: bool = False) -> None:
+        with self._lock:
+            n = self._counts[kind] = self._counts.get(kind, 0) + 1
+        if n & (n - 1) == 0:
+            text = message if len(message) <= LOG_LINE else message[:LOG_LINE] + "..."
+            log.info("HTTP: %s (%d such since the service started)", text, n, exc_info=traceback)
+
+
+def _gone(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is a connection's failure (a dropped client, a failed TLS handshake), not the service's."""
+    return isinstance(exc, (OSError, EOFError))
+
+
 _BIND_ERRORS = {errno.EADDRINUSE: "the address is in use (does another service listen there?)",
                 errno.EADDRNOTAVAIL: "the address is not one of this machine's",
                 errno.EACCES: "permission denied (ports below 1024 need privileges)"}
@@ -114,8 +153,12 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
         try:
             self._post()
-        except Exception:  # noqa: BLE001 - nothing a request does may kill its thread or reach stderr
-            log.exception("a request to %s failed in the HTTP layer", self.path[:100])
+        except Exception as exc:  # noqa: BLE001 - nothing a request does may kill its thread or reach stderr
+            if _gone(exc):  # the client went away (e.g. while its missing token was refused): one line
+                self.server.noted(f"gone: {type(exc).__name__}", f"a connection dropped: {type(exc).__name__}")
+            else:
+                self.server.noted(f"failed: {type(exc).__name__}", f"a request to {self.path[:100]!r} failed in "
+                                  f"the HTTP layer", traceback=True)
             try:
                 self._reply(500, b"internal error\n", close=True)
             except Exception:  # noqa: BLE001 - the connection is gone
@@ -168,7 +211,8 @@ class _Handler(BaseHTTPRequestHandler):
         return
 
     def log_error(self, format: str, *args: Any) -> None:  # e.g. a malformed request line: the log, not stderr
-        log.info("HTTP: " + format, *args)
+        kind = f"{format} {args[0]}" if args and isinstance(args[0], int) else format  # e.g. "code 400"
+        self.server.noted(kind, format % args)
 
 
 class SiteServer(ThreadingHTTPServer):
@@ -180,6 +224,7 @@ class SiteServer(ThreadingHTTPServer):
         self._auth = [(f"Bearer {token}".encode(), name) for name, token in tokens.items()]
         self.max_bytes = max_bytes
         self.bodies = threading.BoundedSemaphore(MAX_BODIES)
+        self.noted = _Noted()
         super().__init__(address, _Handler)
 
     def analyst_of(self, authorization: str) -> str | None:
@@ -191,8 +236,13 @@ class SiteServer(ThreadingHTTPServer):
                 found = name
         return found
 
-    def handle_error(self, request: Any, client_address: Any) -> None:  # never a traceback on stderr
-        log.exception("a connection from %s failed", client_address[0] if client_address else "?")
+    def handle_error(self, request: Any, client_address: Any) -> None:  # never on stderr, never a flood
+        exc = sys.exc_info()[1]
+        if _gone(exc):  # e.g. a client speaking plain HTTP to the TLS service: one line, not a traceback
+            reason = getattr(exc, "reason", None) or type(exc).__name__
+            self.noted(f"connection: {reason}", f"a connection failed: {type(exc).__name__} ({reason})")
+        else:
+            self.noted(f"connection: {type(exc).__name__}", "a connection failed", traceback=True)
 
     @property
     def url(self) -> str:

@@ -129,7 +129,10 @@ class HttpTransport:
     request number, so the restarted site answers it from its ledger if it was answered
     before the restart, and otherwise computes it once (never charged twice, never a
     second, different answer).  A reply that is not the service's (TLS verification
-    failing, HTTP errors such as a revoked token) is not retried.
+    failing, HTTP errors such as a revoked token) is not retried, nor is a refusal that
+    arrives while the message is still being sent (the service answers ``413`` to a message
+    over its size limit and closes the connection mid-upload): the transport reads that
+    reply before it would resend, and fails at once with its status.
     """
 
     kind = "service"
@@ -139,6 +142,12 @@ class HttpTransport:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigError(f"a site URL must be http://host:port or https://host:port, got {url!r}")
+        try:
+            port = parts.port
+        except ValueError:  # "Port out of range 0-65535", or not a number
+            port = 0
+        if port == 0:
+            raise ConfigError(f"the port of site URL {url!r} must be a number in [1, 65535]")
         self.url, self._token, self.cafile, self.timeout = url, token, cafile, timeout
         self.restart_wait = restart_wait
         self._answered = False  # the service has replied to this transport (a restart can then be waited for)
@@ -175,8 +184,14 @@ class HttpTransport:
         while True:
             try:
                 conn = self._connection()
-                conn.request("POST", "/call", body=message, headers=headers)
-                response = conn.getresponse()
+                try:
+                    conn.request("POST", "/call", body=message, headers=headers)
+                except _GONE:  # closed mid-upload: the service may have answered (a 413) before it closed
+                    response = self._early_reply(conn)
+                    if response is None:
+                        raise
+                else:
+                    response = conn.getresponse()
                 body = response.read()
                 self._answered = True
                 break
@@ -190,8 +205,20 @@ class HttpTransport:
                 time.sleep(pause)
                 pause = min(2 * pause, 2.0)
         if response.status != 200:
-            raise QueryRefusedError(f"site at {self.url} refused the connection: HTTP {response.status}")
+            self._drop()
+            said = body[:200].decode("utf-8", "replace").strip()
+            raise QueryRefusedError(f"site at {self.url} refused the request: HTTP {response.status} ({said}; the "
+                                    f"message was {len(message):,} bytes)")
         return body
+
+    @staticmethod
+    def _early_reply(conn: Any) -> Any:
+        """The reply a service sent before closing a connection whose upload it refused, or ``None``."""
+        try:
+            response = conn.getresponse()
+        except (http.client.HTTPException, OSError):
+            return None
+        return response if 400 <= response.status < 500 else None
 
     def _drop(self) -> None:
         conn = getattr(self._local, "conn", None)

@@ -6,7 +6,9 @@
    unless ``recompute_damaged`` (then the file goes to the store's quarantine first).
 2. The remaining cells run longest first (by ``cell.cost``; ties keep the given order) on
    the executor; each result is stored as it arrives, each failure is kept in the store's
-   ``failures/`` with its error, and the other cells go on.
+   ``failures/`` with its error, and the other cells go on; a store that cannot write (a full
+   or read-only disk) stops the grid at once with a :class:`GridIncompleteError` naming the
+   file, since every later cell would fail the same way (no file is left half-written).
 3. Only when every cell is stored does ``run_cells`` return their records; otherwise it
    raises :class:`GridIncompleteError` naming what is missing and what to do, after
    running everything it could.  An interrupt (Ctrl-C, or SIGTERM turned into one) stops
@@ -26,7 +28,7 @@ from raytune_fed.grid._cell import Cell, CellError, Outcome, Usage, check_grid_s
 from raytune_fed.grid._grants import utilisation
 from raytune_fed.grid._executors import Executor, InProcessExecutor
 from raytune_fed.grid._progress import Progress, Silent
-from raytune_fed.store import CellState, Record, ResultStore, as_stored, damaged_message
+from raytune_fed.store import CellState, Record, ResultStore, StoreWriteError, as_stored, damaged_message
 
 
 class GridIncompleteError(RaytuneFedError, RuntimeError):
@@ -140,12 +142,20 @@ def run_cells(cells: Sequence[Cell], run_cell: Callable[[Cell], Any], store: Res
     outcomes = executor.run(todo, run_cell, note=progress.note)
     usages: list[Usage] = []
     usage_keys: list[str] = []
+    n_stored = n_done
     try:
         for outcome in outcomes:
             if outcome.usage is not None:
                 usages.append(outcome.usage)
                 usage_keys.append(outcome.cell.key)
-            outcome = _store(store, outcome)
+            try:
+                outcome = _store(store, outcome)
+            except StoreWriteError as exc:  # a full or read-only disk: every later cell would fail the same way
+                raise GridIncompleteError(
+                    f"{name}: stopped: {exc}; {n_stored} of {len(cells)} cells are stored in {store.root}; free space "
+                    f"there (or make it writable) and run the same command again to resume",
+                    [(outcome.cell.label, str(exc))]) from None
+            n_stored += outcome.error is None
             progress.advance(outcome)
             if outcome.error is not None:
                 problems.append((outcome.cell.label, str(outcome.error)))
@@ -171,6 +181,8 @@ def _store(store: ResultStore, outcome: Outcome) -> Outcome:
             if reason:
                 raise StoreError(f"the cell's rows fail its checks: {reason}")
             store.put(cell.config(), outcome.result.rows, outcome.result.timing)
+        except StoreWriteError:
+            raise
         except (StoreError, TypeError, ValueError) as exc:  # e.g. other rows than a stored run of the same cell
             outcome = Outcome(cell, None, CellError("failed", type(exc).__name__, str(exc)), outcome.seconds)
         else:

@@ -29,7 +29,7 @@ import numpy as np
 
 from raytune_fed._checks import check_share
 from raytune_fed.data import Dataset
-from raytune_fed.errors import ConfigError, SplitError
+from raytune_fed.errors import ConfigError, DatasetError, SplitError
 from raytune_fed.random import derive
 from raytune_fed.simulation._pu import make_pu, n_labelled
 from raytune_fed.simulation._roles import inbag_outbag
@@ -49,7 +49,11 @@ def pu_dataset(dataset: Dataset, positive: str | None = None) -> Dataset:
     positive = positive if positive is not None else POSITIVE_CLASS.get(dataset.name)
     if positive is None:
         raise ConfigError(f"dataset {dataset.name!r} has {dataset.n_classes} classes "
-                          f"{list(dataset.class_names)}; name the positive class (one against the rest)")
+                          f"{list(dataset.class_names)}; name the positive class (one against the rest) with "
+                          f"--positive NAME (positive= in Python)")
+    if str(positive) not in dataset.class_names:
+        raise DatasetError(f"dataset {dataset.name!r}: the positive class (--positive) needs class names from "
+                           f"{list(dataset.class_names)}, got {positive!r}")
     return dataset.binarize(positive)
 
 

@@ -160,7 +160,7 @@ def check_sites(y, site_of_row, min_per_class: int = _MIN_PER_CLASS, *,
 # ---------------------------------------------------------------- entry point
 def split_sites(X, y, *, method: str, n_sites: int = 5, sites: np.ndarray | None = None,
                 site_names: Sequence[str] | None = None, pca_variance: float = 0.1,
-                min_share: float = 0.10, seed=0) -> SiteSplit:
+                min_share: float = 0.10, seed=0, dataset: str | None = None) -> SiteSplit:
     """Assign every row of ``(X, y)`` to a data site.
 
     ``method`` is ``"natural"`` (sites taken from ``sites``; ``n_sites`` is then the number
@@ -168,6 +168,7 @@ def split_sites(X, y, *, method: str, n_sites: int = 5, sites: np.ndarray | None
     ``pca_variance`` (share of variance PCA keeps, in ``(0, 1]``) and ``min_share``
     (smallest site share after the top-up, in ``[0, 1/n_sites]``) are used by ``drc``
     only but always validated.  ``seed`` is an int, a SeedSequence or a Generator.
+    ``dataset`` (its name) only makes the messages say which dataset they are about.
     Every site ends up with at least two rows of every class, or :class:`SplitError`.
     """
     if method not in SPLIT_METHODS:
@@ -186,7 +187,7 @@ def split_sites(X, y, *, method: str, n_sites: int = 5, sites: np.ndarray | None
         site_of_row, names = _natural(sites, labels.shape[0], site_names)
     else:
         if sites is not None:
-            raise ConfigError(f"sites is only used by method 'natural', not {method!r}")
+            raise ConfigError(_sites_given_message(sites, site_names, method, dataset))
         n_sites = check_int("n_sites", n_sites, 2)
         min_share = check_share("min_share", min_share, 0.0, 1.0 / n_sites, low_open=False)
         names = _default_names(site_names, n_sites)
@@ -197,6 +198,18 @@ def split_sites(X, y, *, method: str, n_sites: int = 5, sites: np.ndarray | None
             site_of_row = _drc(data, labels, n_sites, pca_variance, min_share, rng)
     check_sites(labels, site_of_row, _MIN_PER_CLASS, site_names=names)
     return SiteSplit(site_of_row=site_of_row, site_names=names, method=method)
+
+
+def _sites_given_message(sites, site_names, method: str, dataset: str | None) -> str:
+    """Why ``srs``/``drc`` refuse rows that come in sites already, and what to do instead."""
+    uniques = np.unique(np.asarray(sites))
+    names = [str(n) for n in site_names] if site_names is not None else [str(u) for u in uniques]
+    shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
+    what = f"dataset {dataset!r} comes" if dataset else "these rows come"
+    plural = "s" if uniques.size != 1 else ""
+    return (f"{what} in {uniques.size} natural site{plural} ({shown}): they are its split, so only split "
+            f"'natural' applies; split {method!r} cuts a pooled dataset into sites: use it on one without sites "
+            f"(e.g. --dataset spambase, or a CSV/Parquet file without --site-column; sites=None in Python)")
 
 
 def _natural(sites, n_rows: int, site_names) -> tuple[np.ndarray, tuple[str, ...]]:

@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from raytune_fed.crypto import Ciphertexts
-from raytune_fed.errors import ConfigError
+from raytune_fed.errors import ConfigError, QueryRefusedError
 from raytune_fed.federation import _wire
 from raytune_fed.federation._clients import answer_of, transport_of
 from raytune_fed.federation._records import Closed, SessionTicket
@@ -32,6 +32,14 @@ def _transport(target: Any) -> Any:
         raise ConfigError(f"a PassiveClient needs a PassiveParty, a party actor or a transport, "
                           f"got {type(target).__name__}")
     return transport
+
+
+_LIMIT_HINTS = {
+    "limit": "the party's owner caps the trees of a training and of one request (party serve --max-trees, "
+             "--max-trees-per-request): fewer federated trees or classes fit",
+    "timeout": "the request used more CPU time than the party's owner allows (party serve --seconds-per-request); "
+               "the session is closed",
+}
 
 
 def _query(q: NodeQuery) -> dict[str, Any]:
@@ -82,7 +90,15 @@ class PassiveClient:
         return info.n_masks
 
     def histograms(self, queries: Sequence[NodeQuery]) -> list[Ciphertexts]:
-        answer = self._request("histograms", {"queries": [_query(q) for q in queries]}, EncryptedHistograms)
+        try:
+            answer = self._request("histograms", {"queries": [_query(q) for q in queries]}, EncryptedHistograms)
+        except QueryRefusedError as exc:
+            hint = _LIMIT_HINTS.get(getattr(exc, "code", None))
+            if hint is None:
+                raise
+            error = type(exc)(f"{exc} ({hint})")
+            error.code = exc.code
+            raise error from None
         return list(answer.payloads)
 
     def splits(self, picks: Sequence[tuple[int, int, int]]) -> list[np.ndarray]:

@@ -52,6 +52,17 @@ MAX_MASK = 1 << 24          # a candidate split's place in a tree's order
 MAX_CONTEXT_BYTES = 1 << 28
 MAX_CIPHERTEXT_BYTES = 1 << 28
 MAX_BLOBS = 1 << 20
+# What an honest training asks of a session, and the defaults sized from it.  A training is one
+# session (the CMOSB workflow admits one per trial: ``workflows/cmosb/_trial.py``), and it opens one
+# tree per federated round and class: CMOSB's space allows at most 16 federated trees (the
+# VF2Boost setting 20), its tasks at most 11 classes (Sensorless; Synthetic2 10), so at most 220
+# trees a session.  A request answers one level of one round's trees, so it names at most one tree
+# per class.  The defaults leave room for other tasks (4x the trees, 256 classes) and bound what one
+# session holds (a tree's candidate order and nodes) and what one request computes (every tree of a
+# request sums at most all the party's rows, so 256 trees are 256 times the largest honest root).
+MAX_TREES_PER_SESSION = 1024
+MAX_TREES_PER_REQUEST = 256
+SECONDS_PER_REQUEST = 600.0  # CPU seconds on the answering thread; a backstop above the work the caps allow
 
 ROWS = IntArray(max_len=MAX_ROWS, high=MAX_ROWS, increasing=True)
 CIPHERTEXTS = Struct({"scheme": Text(max_len=16, choices=SCHEMES),
@@ -102,13 +113,22 @@ class PassiveParty(Party):
     keep both for the party's lifetime (new ones draw the moves again, a second look).  Sessions
     share nothing but the rows, so requests of different sessions run concurrently (an
     actor with ``max_concurrency > 1``) and each session's requests one at a time.
+
+    What one training may cost the party: ``max_trees`` trees a session, ``max_trees_per_request``
+    trees named in one ``histograms`` request, ``seconds_per_request`` CPU seconds per request
+    and ``max_request_bytes`` per message (the defaults and why: ``MAX_TREES_PER_SESSION``).
+    Beyond them the request is refused (``limit``) before any sum is computed; a request that
+    runs out of CPU time is refused (``timeout``) and ends its session, whose state it left
+    half-built.
     """
 
     SERIAL = False
 
     def __init__(self, features: Any, *, name: str = "passive", seed: int = 0, max_sessions: int | None = None,
                  ledger: str | None = None, owner_secret: str | None = None, max_bins: int = 32,
-                 bin_privacy: float | None = 1.0, max_request_bytes: int = 1 << 30) -> None:
+                 bin_privacy: float | None = 1.0, max_request_bytes: int = 1 << 30,
+                 max_trees: int = MAX_TREES_PER_SESSION, max_trees_per_request: int = MAX_TREES_PER_REQUEST,
+                 seconds_per_request: float | None = SECONDS_PER_REQUEST) -> None:
         if not isinstance(name, str) or not name:
             raise ConfigError(f"a party needs a non-empty name, got {name!r}")
         X = np.asarray(features, dtype=np.float64)
@@ -119,7 +139,16 @@ class PassiveParty(Party):
         if bin_privacy is not None and not check_float(f"party {name!r}: bin_privacy", bin_privacy, 0.0) > 0:
             raise ConfigError(f"party {name!r}: bin_privacy must be > 0 (None switches it off), got {bin_privacy!r}")
         self._bin_privacy = None if bin_privacy is None else float(bin_privacy)
-        super().__init__(name, ledger=ledger, owner_secret=owner_secret, max_request_bytes=max_request_bytes)
+        check_int(f"party {name!r}: max_request_bytes", max_request_bytes, 1 << 10)
+        self._max_trees = check_int(f"party {name!r}: max_trees", max_trees, 1, MAX_TREE + 1)
+        self._max_trees_per_request = check_int(f"party {name!r}: max_trees_per_request", max_trees_per_request,
+                                                1, MAX_NODES)
+        if seconds_per_request is not None and not check_float(f"party {name!r}: seconds_per_request",
+                                                               seconds_per_request, 0.0) > 0:
+            raise ConfigError(f"party {name!r}: seconds_per_request must be > 0 (None: no limit), "
+                              f"got {seconds_per_request!r}")
+        super().__init__(name, ledger=ledger, owner_secret=owner_secret, max_request_bytes=max_request_bytes,
+                         seconds_per_request=seconds_per_request)
         X.setflags(write=False)
         self._X, self._seed, self._max_sessions, self._max_bins = X, seed, max_sessions, int(max_bins)
         self._workers: dict[str, PassiveWorker] = {}
@@ -218,10 +247,20 @@ class PassiveParty(Party):
             gh = None if not direct else Ciphertexts.of(q["gh"]["scheme"], q["gh"]["blobs"])
             nodes.append(NodeQuery(q["node"], q["parent"], None if not direct else self._rows(q["rows"]), gh,
                                    q["block"], q["sibling"], q["tree"]))
+        trees = {q.tree for q in nodes}
+        if len(trees) > self._max_trees_per_request:
+            raise Refusal("limit", trees=len(trees))
+        new = trees - set(worker.view.trees)
+        if len(worker.view.trees) + len(new) > self._max_trees:
+            raise Refusal("limit", trees=len(worker.view.trees) + len(new))
         try:
-            payloads = tuple(worker.histograms(nodes))
+            payloads = tuple(worker.histograms(nodes, deadline=self.deadline.check))
         except ConfigError:
             raise Refusal("protocol") from None
+        except TimeoutError:  # the worker stopped between nodes: its state is half-built, so the session ends
+            session.closed = True
+            self._drop(session)
+            raise
         return EncryptedHistograms(payloads), {"trees": sorted({q.tree for q in nodes}), "n_queries": len(nodes)}
 
     @restricted(request={"picks": IntArray(max_len=MAX_NODES, high=MAX_MASK, width=3)}, answers=SplitRows)

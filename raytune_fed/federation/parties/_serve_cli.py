@@ -43,6 +43,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     s.add_argument("--bin-privacy", type=float, default=1.0,
                    help="epsilon of the geometric mechanism that moves every row's bin once before any answer "
                         "(default: %(default)s; 0 switches it off)")
+    from raytune_fed.federation.parties._passive_party import (
+        MAX_TREES_PER_REQUEST, MAX_TREES_PER_SESSION, SECONDS_PER_REQUEST)
+
+    s.add_argument("--max-trees", type=int, default=MAX_TREES_PER_SESSION,
+                   help="the most trees one training (session) may grow (default: %(default)s)")
+    s.add_argument("--max-trees-per-request", type=int, default=MAX_TREES_PER_REQUEST,
+                   help="the most trees one request may name: a round's trees, one per class (default: %(default)s)")
+    s.add_argument("--seconds-per-request", type=float, default=SECONDS_PER_REQUEST,
+                   help="CPU seconds one request may use (default: %(default)s)")
+    s.add_argument("--max-request-bytes", type=int, default=1 << 30,
+                   help="the largest request message read (default: %(default)s)")
     s.add_argument("--seed", type=int, default=None,
                    help="seed of the masks, candidate orders and moved bins (default: drawn from the owner "
                         "credential, so they stay secret and the same across restarts)")
@@ -83,6 +94,13 @@ def run(args: argparse.Namespace) -> None:
         check_int("--seed", args.seed, 0, MAX_SEED)
     check_int("--max-bins", args.max_bins, 2, 256)
     check_float("--bin-privacy", args.bin_privacy, 0.0)
+    check_int("--max-trees", args.max_trees, 1, 1 << 20)
+    check_int("--max-trees-per-request", args.max_trees_per_request, 1, 1 << 13)
+    if not check_float("--seconds-per-request", args.seconds_per_request, 0.0) > 0:
+        from raytune_fed.errors import ConfigError
+
+        raise ConfigError(f"--seconds-per-request must be > 0, got {args.seconds_per_request}")
+    check_int("--max-request-bytes", args.max_request_bytes, 1 << 10, 1 << 31)
     check_listen_arguments(args)
     if args.ledger is not None:
         check_new_file("--ledger", args.ledger)
@@ -98,6 +116,8 @@ def run(args: argparse.Namespace) -> None:
     seed = args.seed if args.seed is not None else seed_of_owner(owner)
     party = PassiveParty(X, name=args.name, seed=seed, max_sessions=args.max_sessions, ledger=args.ledger,
                          owner_secret=owner, max_bins=args.max_bins,
-                         bin_privacy=args.bin_privacy if args.bin_privacy > 0 else None)
+                         bin_privacy=args.bin_privacy if args.bin_privacy > 0 else None, max_trees=args.max_trees,
+                         max_trees_per_request=args.max_trees_per_request,
+                         seconds_per_request=args.seconds_per_request, max_request_bytes=args.max_request_bytes)
     serve_until_stopped(party, token, args, f"party {args.name!r} serving on {{url}} ({X.shape[0]} rows, "
                                             f"{X.shape[1]} features)", what=f"party {args.name!r}", ledger=args.ledger)

@@ -24,7 +24,7 @@ moved bins (``route_features``, for rows that are not aligned rows, bins them as
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -138,11 +138,14 @@ class PassiveWorker:
         return ThresholdMasks(self._bins[np.asarray(rows)], self._n_bins, state.slot_of).member(
             0, len(rows), self.n_candidates)
 
-    def histograms(self, queries: Sequence[NodeQuery]) -> list[Ciphertexts]:
+    def histograms(self, queries: Sequence[NodeQuery],
+                   deadline: Callable[[], None] | None = None) -> list[Ciphertexts]:
         """Encrypted left-side sums of every candidate split for each direct query, in order; derived
         ones only update the view.  The queries are one level of one or more trees (``q.tree``).
 
-        The whole request is checked before any of it is answered (see the module docstring)."""
+        The whole request is checked before any of it is answered (see the module docstring);
+        ``deadline()`` (a request's CPU limit) is called before each sum and may raise, leaving the
+        level half-answered (the caller then ends the session)."""
         if self._context is None or self._bins is None:
             raise ConfigError("open_session must come before histogram queries")
         plan = self._check_level(queries)
@@ -151,6 +154,8 @@ class PassiveWorker:
         for q, rows in plan:
             known = self.view.tree(q.tree).nodes
             if q.direct:
+                if deadline is not None:
+                    deadline()
                 self.view.ciphertext_bytes += q.gh.size
                 layout = Layout(rows.size, self.n_candidates, q.block)
                 masks = ThresholdMasks(self._bins[rows], self._n_bins, self._trees[q.tree].slot_of)

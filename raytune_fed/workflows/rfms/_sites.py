@@ -27,6 +27,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from raytune_fed.errors import ConfigError, RaytuneFedError
+from raytune_fed.store import describe_os_error
 from raytune_fed.workflows.rfms._spec import ExperimentSpec, RFMSSettings
 
 DEPLOYMENTS = ("local", "actor", "service")
@@ -58,7 +59,7 @@ def plan_sites(settings: RFMSSettings, *, n_sites: int = 5) -> SitePlan:
         raise ConfigError(f"dataset {settings.dataset!r} has no natural sites; use --split srs or --split drc")
     split = split_sites(ds.X, ds.y, method=settings.split, n_sites=n_sites if ds.sites is None else ds.n_sites,
                         sites=ds.sites, site_names=ds.site_names, pca_variance=settings.pca_variance,
-                        seed=settings.seed)
+                        seed=settings.seed, dataset=settings.dataset)
     if split.n_sites < 3:
         raise ConfigError(f"RFMS needs at least 3 sites (openbox, curator, lockbox), got {split.n_sites}")
     plan = SitePlan(ds.X, ds.y, split.site_of_row, tuple(split.site_names))
@@ -94,8 +95,10 @@ def check_sites_choice(sites: Any) -> str | Path:
     raise ConfigError(f"sites must be one of {list(DEPLOYMENTS)} or a .toml/.json sites file, got {sites!r}")
 
 
-def remote_sites(plan: SitePlan, path: Path) -> tuple[Any, ...]:
-    """Clients for the plan's sites from a sites file (checked, nothing contacted yet)."""
+def remote_sites(plan: SitePlan, path: Path, *, reach: bool = False) -> tuple[Any, ...]:
+    """Clients for the plan's sites from a sites file, checked (keys, URLs, tokens, CA files); with
+    ``reach``, each site must also accept a connection (and a verified TLS handshake) - the grid
+    does this before Ray starts, so a wrong URL or certificate is found in seconds."""
     from raytune_fed.federation import load_site_directory
 
     found = load_site_directory(path)
@@ -103,7 +106,11 @@ def remote_sites(plan: SitePlan, path: Path) -> tuple[Any, ...]:
     if missing:
         raise ConfigError(f"the sites file {path.name!r} lacks sites {missing} of the dataset's split "
                           f"(it lists {sorted(found)})")
-    return tuple(found[n] for n in plan.site_names)
+    clients = tuple(found[n] for n in plan.site_names)
+    if reach:
+        for client in clients:
+            client.check_reachable()
+    return clients
 
 
 def rfms_site_policy(settings: RFMSSettings, schedule: Any, n_learners: int, max_retries: int = 2) -> dict:
@@ -191,28 +198,63 @@ def start_sites(plan: SitePlan, settings: RFMSSettings, schedule: Any, *, sites:
     from raytune_fed import federation
 
     sites = check_sites_choice(sites)
+    data = tuple(plan.site(i) for i in range(len(plan.site_names)))
+    if sites != "local":  # put once: the cells' openbox rows, and a simulated site actor's own
+        import ray
+
+        data = tuple(tuple(ray.put(a) for a in d) for d in data)
     simulated = None
     if isinstance(sites, Path):
         clients, deployment = remote_sites(plan, sites), "service"
     else:
         template = rfms_site_policy(settings, schedule, n_learners, max_retries)
-        simulated = federation.start_sites({n: plan.site(i) for i, n in enumerate(plan.site_names)},
-                                           template=template, seed=settings.seed, workdir=workdir,
-                                           deployment=sites)
+        fresh = not Path(workdir).exists()
+        try:
+            simulated = federation.start_sites(dict(zip(plan.site_names, data)), template=template,
+                                               seed=settings.seed, workdir=workdir, deployment=sites)
+        except OSError as exc:  # e.g. a full disk: the sites' files cannot be written
+            _abandon(None, workdir, fresh, schedule)
+            raise ConfigError(f"cannot start the grid's sites: cannot write their files under {workdir}: "
+                              f"{describe_os_error(exc)}") from None
         clients, deployment = tuple(simulated.clients[n] for n in plan.site_names), sites
     try:
         for client in clients:
             client.declare_schedule(schedule)
     except RaytuneFedError as exc:
-        if simulated is not None:
-            simulated.close()
+        disk = _abandon(simulated, workdir, fresh, schedule) if simulated is not None else None
+        if disk:  # the site's refusal says only "internal"; the grid plays its owner and can see why
+            raise ConfigError(f"cannot start the grid's sites: cannot write their ledgers under {workdir}: "
+                              f"{disk}") from None
         raise ConfigError(f"a site did not accept the grid's schedule: {exc}") from None
-    data = tuple(plan.site(i) for i in range(len(plan.site_names)))
-    if deployment != "local":
-        import ray
-
-        data = tuple(tuple(ray.put(a) for a in d) for d in data)
     return StartedSites(SiteHandles(data, clients, deployment), simulated)
+
+
+def _abandon(simulated: Any, workdir: str | os.PathLike, fresh: bool, schedule: Any) -> str | None:
+    """Stop simulated sites that did not start and, if this run made their folder, remove it (their
+    ledgers hold no answer yet); what the system says when that folder cannot take the schedule's
+    declaration (e.g. ``"no space left on device"``), or None."""
+    import shutil
+    import tempfile
+
+    if simulated is not None:
+        try:
+            simulated.close()
+        except OSError:  # a ledger that cannot be flushed: the start fails either way
+            pass
+    problem = None
+    try:
+        with tempfile.TemporaryFile(dir=workdir) as probe:
+            probe.write(bytes(len(json.dumps(schedule.as_list())) + (64 << 10)))
+            probe.flush()
+    except OSError as exc:
+        problem = describe_os_error(exc)
+    if fresh:
+        shutil.rmtree(workdir, ignore_errors=True)
+        try:
+            Path(workdir).parent.rmdir()  # OUT/sites, when no earlier run's sites are kept there
+        except OSError:
+            pass
+    return problem
 
 
 def grid_schedule(specs: Sequence[ExperimentSpec]) -> Any:
