@@ -1,5 +1,9 @@
 """Benchmark ``NSGA2Search`` against Optuna's ``NSGAIISampler`` and pymoo's NSGA-II at equal budget.
 
+Each searcher is driven a generation at a time or through ``tune.Tuner``; the comparison with
+the peers run as their users run them (``study.optimize``, ``minimize``) is
+``experiments/bench_nsga2_peers.py``.
+
 Problems: pymoo's ZDT1, ZDT2, ZDT3 (2 objectives) and DTLZ2 (3 objectives) with ``--n-var``
 variables on [0, 1], and ``cmosb``: the CMOSB paper's six-parameter space (Table III,
 three integers, three reals) with a surrogate of its three objectives, one random forest
@@ -9,7 +13,9 @@ per objective fit on the real evaluations of ``experiments/cmosb_space_sample.py
 
 Methods:
 
-* ``nsga2search``: :class:`raytune_fed.search.NSGA2Search` with its defaults;
+* ``nsga2search``: :class:`raytune_fed.search.NSGA2Search` with its defaults (the stored
+  ``bench_nsga2_direct.json`` and ``bench_nsga2_tune.json`` were made with the defaults before
+  crossover probability 1.0 and mutation index 10: 0.9 and 20);
 * ``nsga2search_paper``: NSGA2Search with the CMOSB paper's variation (SBX p 0.9, eta 2;
   polynomial mutation p 0.1 per variable, eta 20), which the CMOSB workflow uses;
 * ``optuna_nsga2``: Ray's ``OptunaSearch`` around ``NSGAIISampler(population_size=...)``

@@ -64,6 +64,65 @@ def test_search_improves_zdt1(variation):
     assert hypervolume(core.pareto_front(), [1.1, 11.0]) > start + 0.5
 
 
+WIDE = SearchSpace(tuple(Float(f"x{i:02d}", 0.0, 1.0) for i in range(30)))
+
+
+def _zdt1_wide(c):
+    x = np.array([c[f"x{i:02d}"] for i in range(30)])
+    g = 1 + 9 * x[1:].mean()
+    return [x[0], g * (1 - np.sqrt(x[0] / g))]
+
+
+def _genes(configs, space):
+    return np.array([[c[name] for name in space.names] for c in configs], dtype=float)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_every_mating_crosses_so_no_offspring_is_a_mutated_copy_of_a_parent(seed):
+    """Default variation: uniform crossover on every mating.  A mating that does not cross hands on a parent
+    changed only by mutation (about one gene of 30): a near repeat that spends an evaluation."""
+    core = NSGA2(WIDE, 2, population_size=30, seed=seed)
+    parents = core.ask(100)
+    core.tell(parents, [_zdt1_wide(c) for c in parents])
+    P, children = _genes(parents, WIDE), _genes(core.ask(100), WIDE)
+    assert len(children) == 30
+    shared = (children[:, None, :] == P[None, :, :]).sum(axis=2)  # genes each child holds exactly from each parent
+    # from a crossing of two first-generation parents (no values in common): genes from both, about 15 each
+    assert shared.max() <= 30 - 4, f"an offspring shares {shared.max()} of 30 genes with one parent"
+    assert (np.sort(shared, axis=1)[:, -2:].sum(axis=1) >= 30 - 4).all()  # the rest comes from a second parent
+
+
+def test_polynomial_mutation_steps_with_index_10_and_stays_within_the_bounds():
+    """Without crossover and with every gene mutated, an offspring is its parent moved by polynomial mutation:
+    index 10 moves a gene on [0, 1] by about 1 / (10 + 2) on average (index 20: about 1 / 22); offspring stay
+    within every parameter's bounds, integer genes integer."""
+    core = NSGA2(WIDE, 2, population_size=40, crossover_prob=0.0, mutation_prob=1.0, seed=0)
+    parents = core.ask(100)
+    core.tell(parents, [_zdt1_wide(c) for c in parents])
+    P, children = _genes(parents, WIDE), _genes(core.ask(100), WIDE)
+    steps = np.abs(children[:, None, :] - P[None, :, :]).sum(axis=2).min(axis=1) / WIDE.dim  # to the nearest parent
+    assert 0.06 < steps.mean() < 0.11, steps.mean()
+    assert ((children >= 0.0) & (children <= 1.0)).all()
+    mixed = NSGA2(MIXED, 2, population_size=12, crossover_prob=0.0, mutation_prob=1.0, seed=1)
+    for _ in range(4):
+        configs = mixed.ask(100)
+        for c in configs:
+            assert 1 <= c["trees"] <= 16 and isinstance(c["trees"], int) and 0.01 <= c["rate"] <= 0.3
+            assert c["kind"] in ("a", "b", "c") and 0.0 <= c["share"] <= 1.0
+        mixed.tell(configs, [_mixed(c) for c in configs])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_200_evaluations_on_30_variable_zdt1_beat_as_many_uniform_draws(seed):
+    """A floor: 10 generations of 20 reach clearly more hypervolume than 200 configurations drawn uniformly (the
+    benchmark's reference point; NSGA-II's first generation is such a draw)."""
+    core = _run(NSGA2(WIDE, 2, population_size=20, seed=seed), _zdt1_wide, 10)
+    assert core.n_told == 200
+    draws = np.random.default_rng(seed).random((200, 30))
+    uniform = [_zdt1_wide(dict(zip(WIDE.names, x))) for x in draws]
+    assert hypervolume(core.values, [1.1, 10.0]) > hypervolume(uniform, [1.1, 10.0]) + 0.3
+
+
 @pytest.mark.parametrize("handling", ["domination", "penalty"])
 def test_the_constrained_front_is_feasible(handling):
     core = NSGA2(ZDT, 2, population_size=20, n_constraints=1, constraint_handling=handling,

@@ -13,6 +13,7 @@ import pytest
 from ray import tune
 
 from raytune_fed.errors import ConfigError
+from raytune_fed.metrics import hypervolume
 from raytune_fed.search import NSGA2Search
 
 SPACE = {"x": tune.uniform(0.0, 1.0), "y": tune.uniform(0.0, 1.0), "n": tune.randint(1, 5), "fixed": "z"}
@@ -74,6 +75,24 @@ def test_generations_run_as_concurrent_trials_with_constraints(ray_session, tmp_
     assert all(c["n"] <= 3 for c in core.pareto_configs())
     # that a generation's members run at the same time is a timing claim: measured by
     # experiments/bench_nsga2_concurrency.py, not asserted here (the suite must pass under load)
+
+
+def test_a_tuner_run_evaluates_what_the_core_proposes_when_driven_directly(ray_session, tmp_path):
+    """Through tune.Tuner (a generation as concurrent trials, finishing in whatever order) the search evaluates
+    exactly the configurations the ask/tell core proposes at the same seed, so its hypervolume is the core's."""
+    searcher = NSGA2Search(metric=["f1", "f2"], mode=["min", "min"], seed=7, population_size=POPULATION,
+                           n_generations=3)
+    df = tuner(searcher, tmp_path, "same", make_problem(), num_samples=100).fit().get_dataframe()
+    core, problem = NSGA2Search(SPACE, ["f1", "f2"], ["min", "min"], seed=7, population_size=POPULATION).core, \
+        make_problem()
+    for _ in range(3):
+        configs = core.ask(100)
+        core.tell(configs, [[problem(c)["f1"], problem(c)["f2"]] for c in configs])
+    through_tune = sorted((round(x, 12), round(y, 12), int(n)) for x, y, n in df[["config/x", "config/y", "config/n"]]
+                          .itertuples(index=False))
+    direct = sorted((round(c["x"], 12), round(c["y"], 12), c["n"]) for c in core.configs)
+    assert len(direct) == 3 * POPULATION and through_tune == direct
+    assert hypervolume(df[["f1", "f2"]].to_numpy(), [1.1, 3.0]) == pytest.approx(hypervolume(core.values, [1.1, 3.0]))
 
 
 def test_tuner_restore_continues_an_interrupted_run(ray_session, tmp_path):

@@ -27,7 +27,8 @@ import math
 from typing import Any, Mapping, Sequence
 
 from raytune_fed._checks import check_choice, check_float, check_int, check_share
-from raytune_fed.algorithms.nsga2 import CONSTRAINT_HANDLING, CROSSOVERS, NSGA2
+from raytune_fed.algorithms.nsga2 import (CONSTRAINT_HANDLING, CROSSOVER_PROB, CROSSOVERS, MUTATION_ETA,
+                                         NSGA2)
 from raytune_fed.errors import ConfigError
 from raytune_fed.search._base import CoreSearcher
 from raytune_fed.space import SearchSpace
@@ -74,9 +75,10 @@ class NSGA2Search(CoreSearcher):
     constraint_handling : ``"domination"`` (pymoo's) or ``"penalty"`` (the paper's).
     penalty : alpha of the penalty (the paper: 20).
     crossover : ``"uniform"`` (default) or ``"sbx"`` (the paper's); crossover_prob : per
-        mating (0.9); crossover_eta : SBX's index (``"sbx"`` only; None: 15, the paper: 2).
+        mating (1.0; the paper: 0.9); crossover_eta : SBX's index (``"sbx"`` only; None: 15,
+        the paper: 2).
     mutation_prob, mutation_eta : polynomial mutation per variable (None: 1 / variables; the
-        paper: 0.1) and its index (20).
+        paper: 0.1) and its index (10; the paper: 20).
     """
 
     def __init__(self, space: Mapping[str, Any] | SearchSpace | None = None,
@@ -84,9 +86,9 @@ class NSGA2Search(CoreSearcher):
                  points_to_evaluate: Sequence[Mapping[str, Any]] | None = None, *, seed: int,
                  population_size: int = 20, n_generations: int | None = None,
                  constraints: Mapping[str, tuple[str, float]] | None = None, constraint_handling: str = "domination",
-                 penalty: float = 20.0, crossover: str = "uniform", crossover_prob: float = 0.9,
+                 penalty: float = 20.0, crossover: str = "uniform", crossover_prob: float = CROSSOVER_PROB,
                  crossover_eta: float | None = None, mutation_prob: float | None = None,
-                 mutation_eta: float = 20.0) -> None:
+                 mutation_eta: float = MUTATION_ETA) -> None:
         options = {
             "population_size": check_int("population_size", population_size, 2),
             "n_generations": None if n_generations is None else check_int("n_generations", n_generations, 1),
