@@ -2,7 +2,10 @@
 
 Every node is a ``ray start --block`` process in a session of its own, so killing a node kills
 its whole process group (raylet, object store, workers) and nothing else; the cluster uses free
-ports and its own authentication token, so it never meets another Ray session on the machine.
+ports and its own authentication token, so it never meets another Ray session on the machine
+(``temp_dir`` gives it its own temporary folder too).  A node added with ``hidden=FOLDER`` runs in a
+mount namespace of its own where ``FOLDER`` is an empty read-only tmpfs and its working directory:
+it cannot read anything the driver keeps there, as a node on another machine.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 RAY = str(Path(sys.executable).with_name("ray"))
+HIDE = 'mount -t tmpfs -o ro,size=64k tmpfs "$1" && cd "$1" && shift && exec "$@"'
+"""The shell step that runs a node under ``unshare --mount``: an empty read-only folder over ``$1``."""
 
 
 def free_port() -> int:
@@ -32,11 +37,12 @@ class LocalCluster:
     ``close()`` (kills every process group it started)."""
 
     def __init__(self, head_cpus: int = 1, head_resources: dict[str, float] | None = None,
-                 logs: str | os.PathLike | None = None) -> None:
+                 logs: str | os.PathLike | None = None, temp_dir: str | os.PathLike | None = None) -> None:
         self.env = dict(os.environ, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(16),
                         RAY_health_check_period_ms="1000", RAY_health_check_failure_threshold="3")
         self.env.pop("RAY_ADDRESS", None)
         self.logs = Path(logs) if logs else None
+        self.temp_dir = [f"--temp-dir={os.fspath(temp_dir)}"] if temp_dir else []
         self.nodes: dict[str, subprocess.Popen] = {}
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
@@ -44,16 +50,22 @@ class LocalCluster:
                              "--disable-usage-stats"], head_cpus, head_resources)
         self.wait_for_nodes(1)
 
-    def _start(self, name: str, how: list[str], cpus: int, resources: dict[str, float] | None) -> None:
+    def _start(self, name: str, how: list[str], cpus: int, resources: dict[str, float] | None,
+               hidden: str | os.PathLike | None = None) -> None:
         out = open(self.logs / f"{name}.log", "ab") if self.logs else subprocess.DEVNULL
-        self.nodes[name] = subprocess.Popen(
-            [RAY, "start", *how, f"--num-cpus={cpus}", "--resources", json.dumps(resources or {}), "--block"],
-            env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        argv = [RAY, "start", *how, *self.temp_dir, f"--num-cpus={cpus}", "--resources", json.dumps(resources or {}),
+                "--block"]
+        if hidden is not None:
+            argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", HIDE, "sh", os.fspath(hidden), *argv]
+        self.nodes[name] = subprocess.Popen(argv, env=self.env, stdout=out, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
 
-    def add(self, name: str, cpus: int, resources: dict[str, float]) -> None:
-        """Start node ``name`` (``ray start --address``) and wait until the cluster has it."""
+    def add(self, name: str, cpus: int, resources: dict[str, float], *,
+            hidden: str | os.PathLike | None = None) -> None:
+        """Start node ``name`` (``ray start --address``) and wait until the cluster has it; with ``hidden``,
+        in its own mount namespace where that folder is empty, read-only and its working directory."""
         before = len(self.alive())
-        self._start(name, [f"--address={self.address}"], cpus, resources)
+        self._start(name, [f"--address={self.address}"], cpus, resources, hidden)
         self.wait_for_nodes(before + 1)
 
     def kill(self, name: str) -> None:

@@ -3,26 +3,36 @@
 The actor holds the site (rows, policy, ledger) and exposes exactly one method: wire
 bytes in, wire bytes out, the same entry point every transport uses.  Nothing returns the
 site object, its rows or its labels, and the handle :func:`remote_site` returns (the one
-cells get) carries no reference to the rows: the actor reads them from the site's own
-``.npz`` file on its node, so Ray's object store never holds them.  What this does not
-protect against: inside one Ray cluster, whoever holds the actor handle can run code in
-the actor process (Ray unpickles call arguments before any method runs, and every actor
-has ``__ray_call__``), so the actor is a boundary against honest mistakes and
-protocol-level attacks only.  A site that must hold against a malicious analyst runs as
-a network service on its own machine (``raytune-fed site serve``); :func:`relay_site`
-gives cells an actor that holds no data and forwards ``call`` to such a service.
+cells get) carries no reference to the rows.  A simulated site's rows travel with the site,
+never as a path on the driver's disk: the driver puts them into Ray's object store once and
+passes the actor their ``ObjectRef`` s, which it resolves on its own node, wherever that is
+(the driver keeps the objects while it keeps the handle, so a restarted actor finds them
+again); a site whose rows already are on its node is given their path there instead.
+What this does not protect against: inside one Ray cluster, whoever holds the actor handle
+can run code in the actor process (Ray unpickles call arguments before any method runs, and
+every actor has ``__ray_call__``), and the object store holds the simulated rows, so the
+actor is a boundary against honest mistakes and protocol-level attacks only.  A site that
+must hold against a malicious analyst runs as a network service on its own machine
+(``raytune-fed site serve``); :func:`relay_site` gives cells an actor that holds no data and
+forwards ``call`` to such a service.
 
+The ledger is the site's, so it lives on the site's node: at the policy's ``ledger`` path
+(made absolute on the driver) when that node can create it there (one machine, a shared
+filesystem), else in a folder of the node's own under its Ray session directory, named
+after that path (``raytune_fed_sites/<digest>/``), which a restart on the node finds again.
 With ``max_restarts`` Ray restarts a dead actor by running its constructor again: the
-site reloads its rows from its file and its ledger from the policy's ``ledger`` file, so
-its schedule, sessions, budget use, sealed answers, recorded answers and guard come back
-as they were.  Calls are retried across the restart (``max_task_retries=-1``): the
-clients' request numbers make that safe (a query charged before the crash is answered
-from the ledger, not charged again).
+site resolves its rows again and reloads its ledger, so its schedule, sessions, budget
+use, sealed answers, recorded answers and guard come back as they were.  Calls are retried
+across the restart (``max_task_retries=-1``): the clients' request numbers make that safe
+(a query charged before the crash is answered from the ledger, not charged again).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import tempfile
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -34,21 +44,56 @@ from raytune_fed.runtime import site_placement
 
 
 class SiteActor:
-    """Ray actor class: ``SiteActor(rows_file, policy, owner_secret=None)`` with one method, ``call``.
+    """Ray actor class: ``SiteActor(rows, policy, owner_secret=None)`` with one method, ``call``.
 
-    ``rows_file`` is an ``.npz`` with arrays ``X`` and ``y`` on the actor's node.
+    ``rows`` is ``[X_ref, y_ref]`` (``ObjectRef`` s the actor resolves on its node) or the path of
+    an ``.npz`` with arrays ``X`` and ``y`` on the actor's node.
     """
 
-    def __init__(self, rows_file: str, policy: Policy, owner_secret: str | None = None) -> None:
-        from raytune_fed.data._files import read_npz
+    def __init__(self, rows: Any, policy: Policy, owner_secret: str | None = None) -> None:
         from raytune_fed.federation._site import Site
 
-        X, y = read_npz(rows_file, ("X", "y"))
-        self._site = Site(X, y, policy, owner_secret=owner_secret)
+        X, y = _rows_here(rows)
+        self._site = Site(X, y, _ledger_here(policy), owner_secret=owner_secret)
 
     def call(self, message: bytes) -> bytes:
         """Answer one wire message (see :meth:`raytune_fed.federation.Party.call`)."""
         return self._site.call(message)
+
+
+def _rows_here(rows: Any) -> tuple[Any, Any]:
+    """A site actor's rows on its node: its ``ObjectRef`` s resolved, or its own ``.npz`` file read."""
+    if isinstance(rows, (str, os.PathLike)):
+        from raytune_fed.data._files import read_npz
+
+        return read_npz(rows, ("X", "y"))
+    import ray
+
+    X, y = ray.get(list(rows))
+    return X, y
+
+
+def _ledger_here(policy: Policy) -> Policy:
+    """``policy`` with a ledger this node keeps: its own path when this node can create it there, else a
+    folder of this node's own named after that path (see the module docstring)."""
+    path = Path(policy.ledger)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if os.access(path.parent, os.W_OK | os.X_OK):
+            return policy
+    except OSError:  # another machine's folder: read-only, not ours, or not there
+        pass
+    here = Path(_node_folder()) / "raytune_fed_sites" / hashlib.sha256(os.fsencode(path)).hexdigest()[:16]
+    here.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return policy.with_ledger(here / path.name)
+
+
+def _node_folder() -> str:
+    """This node's Ray session directory (the system's temporary folder outside a Ray worker)."""
+    from raytune_fed._ray_internals import current_node
+
+    node = current_node()
+    return node.get_session_dir_path() if node is not None else tempfile.gettempdir()
 
 
 class PartyActor:
@@ -81,43 +126,40 @@ class SiteRelay:
         return self._http._post(message)
 
 
-def rows_file(X: Any, y: Any, policy: Policy) -> Path:
-    """Write a simulated site's rows beside its ledger (``<ledger>.rows.npz``, owner-only) and return the path."""
+def remote_site(X: Any, y: Any, policy: Policy, *, owner_secret: str | None = None, max_restarts: int = 3) -> Any:
+    """Start a :class:`SiteActor` for ``policy.name`` and return its handle.
+
+    ``X`` and ``y`` are the site's rows: arrays (put into Ray's object store here, once) or
+    ``ObjectRef`` s already there; the actor resolves them on its node, and the driver keeps
+    them for as long as it keeps the returned handle (a restarted actor needs them), which
+    carries no reference to them.  Or ``X`` is the path of an ``.npz`` with arrays ``X`` and
+    ``y`` already on the site's node and ``y`` is ``None``.  The actor reserves no CPU
+    (queries are short predictions; experiment units own the cores) and goes to a node
+    declaring ``site:<name>`` when the cluster has one.  The policy needs a ``ledger`` (a
+    restart reloads the site's state from it), which lives on the site's node (see the
+    module docstring).
+    """
     import ray
 
     if policy.ledger is None:
         raise ConfigError(f"site {policy.name!r}: a site actor needs a policy with a ledger (a restarted actor "
-                          f"without one would start with a fresh budget), and keeps its rows beside it")
-    X, y = (ray.get(a) if isinstance(a, ray.ObjectRef) else a for a in (X, y))
-    path = Path(policy.ledger + ".rows.npz")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
-        np.savez(f, X=np.asarray(X, dtype=float), y=np.asarray(y))
-    return path
-
-
-def remote_site(X: Any, y: Any, policy: Policy, *, owner_secret: str | None = None, max_restarts: int = 3) -> Any:
-    """Start a :class:`SiteActor` for ``policy.name`` and return its handle.
-
-    ``X`` and ``y`` are the site's rows (arrays, or ``ObjectRef`` s from ``ray.put``):
-    they are written to ``<ledger>.rows.npz`` and the actor reads that file, so neither
-    the handle nor Ray's object store keeps them; or ``X`` is the path of an ``.npz`` with
-    arrays ``X`` and ``y`` already on the site's node and ``y`` is ``None``.  The actor
-    reserves no CPU (queries are short predictions; experiment units own the cores) and
-    goes to a node declaring ``site:<name>`` when the cluster has one.  The policy needs
-    a ``ledger``: a restart reloads the site's state from it.
-    """
-    import ray
-
+                          f"without one would start with a fresh budget)")
+    policy = policy.with_ledger(Path(policy.ledger).absolute())  # a relative path means this process's folder
     if y is None:
-        path = Path(X)
+        rows: Any = os.fspath(X)
     else:
-        path = rows_file(X, y, policy)
-    if policy.ledger is None:
-        raise ConfigError(f"site {policy.name!r}: a site actor needs a policy with a ledger")
+        rows = [a if isinstance(a, ray.ObjectRef) else ray.put(np.asarray(a)) for a in (X, y)]
     options = {"num_cpus": 0, "max_restarts": max_restarts, "max_task_retries": -1 if max_restarts else 0,
                **site_placement(policy.name)}
-    return ray.remote(SiteActor).options(**options).remote(os.fspath(path), policy, owner_secret)
+    handle = ray.remote(SiteActor).options(**options).remote(rows, policy, owner_secret)
+    if y is not None:
+        weakref.finalize(handle, _release, rows)  # the rows' objects live as long as this handle
+    return handle
+
+
+def _release(rows: list) -> None:
+    """Drops the driver's last references to a site's rows (called once its handle is gone)."""
+    rows.clear()
 
 
 def relay_site(url: str, token: str, *, cafile: str | os.PathLike | None = None) -> Any:

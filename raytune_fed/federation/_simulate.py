@@ -6,7 +6,10 @@ seed and a ledger under ``workdir``) in one of three deployments and hands the a
 side only :class:`SiteClient` objects:
 
 * ``"local"`` - :class:`Site` objects in this process;
-* ``"actor"`` - Ray actors (:func:`remote_site`), placed on ``site:<name>`` nodes;
+* ``"actor"`` - Ray actors (:func:`remote_site`), placed on ``site:<name>`` nodes; each
+  site's rows travel to its node through Ray's object store (put once, or given as
+  ``ObjectRef`` s), never as a file under ``workdir``, and its ledger lives on that node
+  (under ``workdir``'s absolute path when the node can create it there);
 * ``"service"`` - one ``raytune-fed site serve`` process per site on this machine
   (127.0.0.1, a random bearer token each; TLS with a self-signed certificate when
   ``tls=True``), the deployment whose boundary holds.  Each logs to a rotated file in
@@ -75,15 +78,18 @@ def site_policy(template: Mapping[str, Any], name: str, seed: int, workdir: str 
 
 def start_sites(sites: Mapping[str, tuple[Any, Any]], *, template: Mapping[str, Any], seed: int,
                 workdir: str | os.PathLike, deployment: str = "local", tls: bool = False) -> SimulatedSites:
-    """Start every site of ``sites`` (name -> (X, y)) as ``deployment``; see the module docstring."""
+    """Start every site of ``sites`` (name -> (X, y): arrays, or ``ObjectRef`` s of them) as ``deployment``;
+    see the module docstring."""
     if deployment not in DEPLOYMENTS:
         raise ConfigError(f"unknown site deployment {deployment!r}; known: {list(DEPLOYMENTS)}")
-    workdir = Path(workdir)
+    workdir = Path(workdir).absolute()  # the same folder for every process this starts, whatever its own
     workdir.mkdir(parents=True, exist_ok=True)
     owner = secrets.token_urlsafe(24)
     policies = {name: site_policy(template, name, seed, workdir) for name in sites}
     clients: dict[str, SiteClient] = {}
     processes: list[Any] = []
+    if deployment != "actor":
+        sites = {name: _arrays(X, y) for name, (X, y) in sites.items()}
     if deployment == "local":
         from raytune_fed.federation._site import Site
 
@@ -106,6 +112,15 @@ def start_sites(sites: Mapping[str, tuple[Any, Any]], *, template: Mapping[str, 
             SimulatedSites({}, owner, [p for p, _, _ in pending.values()]).close()
             raise
     return SimulatedSites(clients, owner, processes)
+
+
+def _arrays(X: Any, y: Any) -> tuple[Any, Any]:
+    """A site's rows as arrays in this process (``ObjectRef`` s resolved)."""
+    if any(type(a).__name__ == "ObjectRef" for a in (X, y)):
+        import ray
+
+        X, y = (ray.get(a) if isinstance(a, ray.ObjectRef) else a for a in (X, y))
+    return X, y
 
 
 def _serve(workdir: Path, policy: Policy, X: Any, y: Any, owner: str,
