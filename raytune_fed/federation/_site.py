@@ -155,6 +155,16 @@ class Site(Party):
             return len(models)
         return 0
 
+    def _release(self, request: Request, charged: int) -> None:
+        session = request.session
+        if request.spec.name == "query":
+            self._budget_used -= 1
+            session.n_queries -= 1
+        elif request.spec.name == "final_evaluation":
+            self._finals[session.unit, session.role] -= 1
+            session.sealed = False
+        self._answers_used[session.analyst] -= charged
+
     # -- the protocol -------------------------------------------------------------------
 
     @restricted(request={"units": Units()}, answers=ScheduleReceipt, session=False)
