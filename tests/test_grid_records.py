@@ -114,8 +114,7 @@ def test_the_untouched_record_passes_every_check(finished):
     assert list(frame["method"]) == ["lso", "fmo", "rand_mo"]
     assert all(math.isfinite(v) for v in frame["hypervolume"])
     settings = RFMSSettings.from_config(json.loads(record["rows"][0]["settings"]))
-    from raytune_fed.workflows.rfms._experiment import rows_problem
-    from raytune_fed.workflows.rfms._spec import ExperimentSpec
+    from raytune_fed.workflows.rfms._spec import ExperimentSpec, rows_problem
 
     c = record["config"]
     spec = ExperimentSpec(settings, c["openbox"], c["lockbox"], tuple(c["curators"]), c["replication"], c["learner"],

@@ -8,9 +8,10 @@ import shlex
 import signal
 import sys
 import threading
-from typing import Any, NoReturn, Sequence
+from typing import Any, Sequence
 
 from raytune_fed.cli import cluster, cmosb, datasets, party, pu, report, rfms, site
+from raytune_fed.cli._options import Parser
 from raytune_fed.cli._stderr import RayLineFilter
 from raytune_fed.errors import RaytuneFedError
 
@@ -28,19 +29,10 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (``raytune-fed: error: <command>: <problem>``) and exit code 2."""
-
-    def error(self, message: str) -> NoReturn:
-        command = self.prog.removeprefix("raytune-fed").strip()
-        where = f"{command}: " if command else ""
-        self.exit(2, f"raytune-fed: error: {where}{message} (see '{self.prog} --help')\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
     from raytune_fed import __version__
 
-    parser = _Parser(prog="raytune-fed", description="Ray-based model selection when data cannot be pooled.")
+    parser = Parser(prog="raytune-fed", description="Ray-based model selection when data cannot be pooled.")
     parser.add_argument("--version", action="version", version=f"raytune-fed {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMANDS:
@@ -69,7 +61,7 @@ def _show_package_log() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from raytune_fed.grid import GridIncompleteError
+    from raytune_fed.grid import GridIncompleteError, progress_to
 
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
@@ -81,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     kept = (f"the finished {getattr(args, 'finished_unit', 'cells')} are kept in {args.out}"  # cmosb: trials
             if getattr(args, "out", None) else "nothing was written")
     try:
-        with RayLineFilter():
+        with RayLineFilter() as filtered, progress_to(filtered.terminal):  # the bar on the real terminal
             args.run(args)
     except GridIncompleteError as exc:
         _say(f"error: {exc}")

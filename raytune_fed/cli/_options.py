@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import Any, NoReturn, Sequence
 
 GRID_EPILOG = """\
 Resuming: the grid stores every finished cell under OUT/units/ as it arrives; running the
@@ -62,3 +62,22 @@ def grid_options(args: argparse.Namespace) -> dict[str, Any]:
     return {"out": args.out, "address": args.address, "num_cpus": args.num_cpus,
             "recompute_damaged": args.recompute_damaged, "placement_timeout": args.placement_timeout,
             "max_retries": args.max_retries, "progress": make_progress()}
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (``raytune-fed: error: <command>: <problem>``) and exit code 2,
+    and it points at the help of the (sub)command whose arguments it could not read."""
+
+    def parse_known_args(self, args: Sequence[str] | None = None,
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        # a subcommand's parser hands what it does not know up to the top parser, which would name
+        # 'raytune-fed --help': refuse it where it was read
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
+
+    def error(self, message: str) -> NoReturn:
+        command = self.prog.removeprefix("raytune-fed").strip()
+        where = f"{command}: " if command else ""
+        self.exit(2, f"raytune-fed: error: {where}{message} (see '{self.prog} --help')\n")

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from raytune_fed.cli._options import GRID_EPILOG, add_grid_options, csv, grid_options
+from raytune_fed.cli._stderr import quiet_optuna
 
 
 def _floats(text: str) -> tuple[float, ...]:
@@ -19,11 +20,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("pu", help="run (or resume) a PU model-selection grid (ODE and baselines)",
                        description="Positive-unlabelled model selection (ODE, Wei et al. 2022): every dataset x "
                                    "label frequency c x method x replication. Writes results.parquet, summary.json "
-                                   "and the report page (index.html, index.md) with the paper's Tables 2, 4, 5, 6 and Figures 3-5.",
+                                   "and the report page (index.html, index.md) with the paper's Tables 2 and 6 "
+                                   "(4 and 5 when the grid runs several schedules or --compare-control-variate) and "
+                                   "Figures 3-5.",
                        epilog=GRID_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", type=csv, default=("twonorm",),
                    help="comma-separated dataset names, openml:<name|id>, or CSV/Parquet paths (default: twonorm)")
     p.add_argument("--target", default=None, help="target column (for CSV/Parquet files)")
+    p.add_argument("--positive", default=None, metavar="NAME",
+                   help="the positive class of a multi-class dataset, one against the rest (default: the "
+                        "largest class of satimage and texture; needed for any other multi-class dataset)")
     p.add_argument("--c", type=_floats, default=(0.01,), help="label frequencies in (0, 1] (default: 0.01)")
     p.add_argument("--methods", type=csv, default=("ode", "upu", "nnpu", "wsvm", "supervised"),
                    help="comma-separated: ode, upu, nnpu, wsvm, supervised (default: all)")
@@ -62,8 +68,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from raytune_fed.workflows.pu import PUGridSettings, run_grid, write_report
+    from raytune_fed.workflows.pu import PUGridSettings, format_summary, run_grid, write_report
 
+    quiet_optuna()  # the supervised baseline tunes with Optuna
     cvs = (True, False) if args.compare_control_variate else (args.control_variate,)
     settings = PUGridSettings(datasets=args.dataset, cs=args.c, methods=args.methods, evaluators=args.evaluator,
                               schedules=args.schedule, control_variates=cvs, cv_reading=args.cv_reading,
@@ -71,10 +78,10 @@ def run(args: argparse.Namespace) -> None:
                               budget_factor=args.budget_factor, rung_sampling=args.rung_sampling,
                               budget_seconds=args.budget_seconds, asynchronous=args.asynchronous, n_reps=args.reps,
                               seed=args.seed, supervised_trials=args.supervised_trials,
-                              baseline_configs=args.baseline_configs, target=args.target, prior=args.prior)
+                              baseline_configs=args.baseline_configs, target=args.target, prior=args.prior,
+                              positive=args.positive)
     frame = run_grid(settings, **grid_options(args))
-    table = frame.groupby(["dataset", "c", "variant"], sort=False)["test_auc"].agg(["mean", "std", "count"])
-    print((table * [100, 100, 1]).round(2).to_string())
+    print(format_summary(frame))
     if not args.no_report:
         print(f"report: {write_report(args.out, frame, command=args.command_line)}")
     print(f"results: {Path(args.out) / 'results.parquet'}, {Path(args.out) / 'summary.json'}")

@@ -66,23 +66,35 @@ def run_demo(args: argparse.Namespace) -> None:
     _run(args, settings, DEMO["learners"], DEMO["n_reps"], DEMO["n_pairs"], report=True)
 
 
-def run_rfms(args: argparse.Namespace) -> None:
+def rfms_settings(args: argparse.Namespace):
+    """The grid's settings from parsed ``rfms`` arguments (also read by ``site plan`` and ``site rows``)."""
     from raytune_fed.workflows.rfms import RFMSSettings
 
     chosen = {"methods": tuple(args.methods)} if args.methods is not None else {}
-    settings = RFMSSettings(dataset=args.dataset, target=args.target, site_column=args.site_column,
-                            split=args.split, pca_variance=args.pca_variance, n_init=args.n_init,
-                            n_iter=args.n_iter, n_folds=args.n_folds, seed=args.seed,
-                            thresholdout_budget=args.thresholdout_budget, guard_k=args.guard_k, **chosen)
-    _run(args, settings, args.learners, args.reps, args.pairs, report=not args.no_report)
+    return RFMSSettings(dataset=args.dataset, target=args.target, site_column=args.site_column,
+                        split=args.split, pca_variance=args.pca_variance, n_init=args.n_init,
+                        n_iter=args.n_iter, n_folds=args.n_folds, seed=args.seed,
+                        thresholdout_budget=args.thresholdout_budget, guard_k=args.guard_k, **chosen)
+
+
+def run_rfms(args: argparse.Namespace) -> None:
+    _run(args, rfms_settings(args), args.learners, args.reps, args.pairs, report=not args.no_report)
 
 
 def _run(args: argparse.Namespace, settings, learners, n_reps, n_pairs, *, report: bool) -> None:
     from raytune_fed.workflows.rfms import format_summary, run_grid, summarize, write_report
 
-    frame = run_grid(settings, learners=learners, n_reps=n_reps, n_pairs=n_pairs, sites=args.sites,
-                     **grid_options(args))
+    from raytune_fed.workflows.rfms._refusals import EmptyResultError
+
+    empty = None
+    try:
+        frame = run_grid(settings, learners=learners, n_reps=n_reps, n_pairs=n_pairs, sites=args.sites,
+                         **grid_options(args))
+    except EmptyResultError as exc:  # the rows are written: show them and the report, then end non-zero
+        frame, empty = exc.frame, exc
     print(format_summary(summarize(frame)))
     if report:
         print(f"report: {write_report(args.out, settings, command=args.command_line)}")
     print(f"results: {Path(args.out) / 'results.parquet'}, {Path(args.out) / 'summary.json'}")
+    if empty is not None:
+        raise empty

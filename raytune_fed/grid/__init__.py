@@ -16,13 +16,13 @@ from raytune_fed.grid._engine import GridIncompleteError, GridPlan, GridResult, 
 from raytune_fed.grid._executors import Executor, InProcessExecutor, Unplaceable
 from raytune_fed.grid._grants import Running, share_cores, utilisation
 from raytune_fed.grid._placement import Slots, alive_totals, capacity, requirement, why_unplaceable
-from raytune_fed.grid._progress import Progress, ProgressBar, ProgressLines, make_progress
+from raytune_fed.grid._progress import Progress, ProgressBar, ProgressLines, make_progress, progress_to
 from raytune_fed.grid._ray import MAX_RETRIES, RayExecutor, check_retry_options, wait_for_declared
 
 __all__ = [
     "MAX_CELLS", "MAX_RETRIES", "Cell", "CellError", "CellResult", "Demand", "Executor", "GridIncompleteError",
     "GridPlan", "GridResult", "InProcessExecutor", "Outcome", "Progress", "ProgressBar", "ProgressLines",
     "RayExecutor", "Running", "Slots", "Unplaceable", "Usage", "alive_totals", "capacity", "check_grid_size",
-    "check_retry_options", "make_progress", "plan_cells", "requirement", "run_cells", "share_cores", "utilisation",
-    "wait_for_declared", "why_unplaceable",
+    "check_retry_options", "make_progress", "plan_cells", "progress_to", "requirement", "run_cells", "share_cores",
+    "utilisation", "wait_for_declared", "why_unplaceable",
 ]

@@ -1,16 +1,18 @@
 """Progress of a grid (or of any run of countable steps): a live bar on a wide terminal, plain lines otherwise.
 
 Both show steps done / total, the time elapsed and an estimate of the time left.  The
-estimate weighs steps by their ``cost`` (longest cells start first, so a count-based
-estimate would be too pessimistic at the start and too optimistic at the end) and is
-stable: the rate (cost per second) is measured at events only, smoothed over them, and
-between events the estimate counts down instead of growing with every redraw; it is shown
-once two steps have finished.
+estimate is rate based and counts this process's run only: the rate is the cost finished
+in this run over the time since it started (steps loaded from a previous run count
+neither as done work nor as time), measured at events; between events the estimate counts
+down instead of growing with every redraw.  Steps are weighed by their ``cost`` (longest
+cells start first, so a count-based estimate would be too pessimistic at the start and
+too optimistic at the end); it is shown once two steps have finished.
 
 The bar is used only on a terminal at least :data:`MIN_BAR_COLUMNS` wide; it never draws
 past the terminal's width (so it never wraps).  Elsewhere (a pipe, a file, a narrow
-terminal) each event is one line.  Every command line of the package (``rfms``, ``pu``,
-``cmosb``) reports through these classes.
+terminal) each event is one line.  A command line whose stderr goes through a filter
+(no terminal any more) hands the real terminal to :func:`progress_to`.  Every command
+line of the package (``rfms``, ``pu``, ``cmosb``) reports through these classes.
 """
 
 from __future__ import annotations
@@ -20,14 +22,16 @@ import shutil
 import sys
 import threading
 import time
-from typing import Any, Callable, Protocol, TextIO
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Protocol, TextIO
 
 from raytune_fed.grid._cell import Outcome
 
 MIN_BAR_COLUMNS = 72
 """Narrower terminals get one line per event instead of a bar."""
 
-_SMOOTHING = 0.3  # weight of the newest rate in the running estimate
+_TERMINALS: list[TextIO] = []
+"""The terminals :func:`progress_to` names, innermost last."""
 
 
 class Progress(Protocol):
@@ -68,7 +72,7 @@ class _Counts:
         self.n_finished = self.n_failed = 0
         self.cost_left, self.cost_done = float(todo_cost), 0.0
         self.started = self._last_event = time.monotonic()
-        self._rate: float | None = None   # cost per second, smoothed over events
+        self._rate: float | None = None   # cost finished in this run per second of it, at the last event
 
     def step(self, label: str, seconds: float | None = None, error: Any = None, cost: float = 1.0) -> None:
         """One finished step (a cell, a trial) of ``cost``; ``error`` when it failed."""
@@ -78,8 +82,7 @@ class _Counts:
         cost = max(float(cost), 0.0)
         self.cost_done += cost
         self.cost_left = max(self.cost_left - cost, 0.0)
-        rate = self.cost_done / max(now - self.started, 1e-9)
-        self._rate = rate if self._rate is None else (1 - _SMOOTHING) * self._rate + _SMOOTHING * rate
+        self._rate = self.cost_done / max(now - self.started, 1e-9)
         self._last_event = now
 
     def count(self, outcome: Outcome) -> None:
@@ -90,7 +93,7 @@ class _Counts:
         return self.n_resumed + self.n_finished
 
     def left(self) -> float | None:
-        """Seconds left: the cost still to run at the smoothed rate, counted down since the last event."""
+        """Seconds left: the cost still to run at this run's rate, counted down since the last event."""
         if self._rate is None or self.n_finished < 2 or self._rate <= 0:
             return None if self.cost_left > 0 else 0.0
         return max(self.cost_left / self._rate - (time.monotonic() - self._last_event), 0.0)
@@ -198,13 +201,32 @@ class ProgressBar(_Counts):
             self._draw(end="\n")
 
 
+@contextmanager
+def progress_to(terminal: TextIO | None) -> Iterator[None]:
+    """While open, :func:`make_progress` without a stream draws its bar on ``terminal`` (None: no change).
+
+    The command line opens it with the real terminal it kept before filtering stderr."""
+    if terminal is None:
+        yield
+        return
+    _TERMINALS.append(terminal)
+    try:
+        yield
+    finally:
+        _TERMINALS.remove(terminal)
+
+
 def make_progress(stream: TextIO | None = None) -> Progress:
-    """A :class:`ProgressBar` on a terminal at least :data:`MIN_BAR_COLUMNS` wide (``stream``,
-    default stderr), else :class:`ProgressLines`."""
-    stream = stream or sys.stderr
-    if stream.isatty() and _columns(stream) >= MIN_BAR_COLUMNS:
-        return ProgressBar(stream)
-    return ProgressLines(lambda line: print(line, file=stream, flush=True))
+    """A :class:`ProgressBar` on a terminal at least :data:`MIN_BAR_COLUMNS` wide, else :class:`ProgressLines`.
+
+    ``stream`` defaults to the terminal of :func:`progress_to`, else stderr; lines that are not
+    for a given ``stream`` go to stderr (the command line's own, in order with its other lines)."""
+    terminal = stream or (_TERMINALS[-1] if _TERMINALS else sys.stderr)
+    if terminal.isatty() and _columns(terminal) >= MIN_BAR_COLUMNS:
+        return ProgressBar(terminal)
+    if stream is not None:
+        return ProgressLines(lambda line: print(line, file=stream, flush=True))
+    return ProgressLines()
 
 
 class Silent:

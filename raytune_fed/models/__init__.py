@@ -19,13 +19,9 @@ from raytune_fed.models._forest import (
     check_forest_arrays,
     predict_proba_from_arrays,
 )
-from raytune_fed.models._registry import (
-    LEARNERS,
-    Learner,
-    get_learner,
-)
-from raytune_fed.models._records import (
-    ArraySpec, ModelRecord, RecordCodec, RecordError, SiteModel, encode_model, rebuild_model)
+from raytune_fed.models._learner import Learner
+from raytune_fed.models._records import ArraySpec, ModelRecord, RecordCodec, RecordError, SiteModel
+from raytune_fed.models._registry import LEARNERS, encode_model, get_learner, rebuild_model
 
 __all__ = [
     "CVPlan",

@@ -22,10 +22,14 @@ import math
 from typing import Any, Callable, Mapping
 
 import numpy as np
+from sklearn.feature_selection import VarianceThreshold
+from sklearn.preprocessing import StandardScaler
+from sklearn.svm import SVC
 
 from raytune_fed.errors import ConfigError
+from raytune_fed.models._elasticnet import ElasticNetLogistic
+from raytune_fed.models._forest import ProbabilityForest
 from raytune_fed.models._records import DTYPES, ArraySpec, RecordCodec, RecordError
-
 
 # Shared pieces: the constant-feature filter and standardisation every learner starts with
 
@@ -75,11 +79,6 @@ class LinearCodec(RecordCodec):
     caps = {"k": 1_000_000, "cost": 10 ** 9}
 
     def encode(self, pipeline: Any, config: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        from sklearn.feature_selection import VarianceThreshold
-        from sklearn.preprocessing import StandardScaler
-
-        from raytune_fed.models._elasticnet import ElasticNetLogistic
-
         steps = _steps(pipeline, (VarianceThreshold, StandardScaler, ElasticNetLogistic))
         model = steps[2]
         return {**_scaler_arrays(steps), "coef": _f8(model.coef_[0]), "intercept": _f8(model.intercept_[:1])}
@@ -106,10 +105,6 @@ class RBFKernelCodec(RecordCodec):
     _CHUNK = 1 << 22  # kernel entries per chunk (32 MiB of float64)
 
     def encode(self, pipeline: Any, config: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        from sklearn.feature_selection import VarianceThreshold
-        from sklearn.preprocessing import StandardScaler
-        from sklearn.svm import SVC
-
         steps = _steps(pipeline, (VarianceThreshold, StandardScaler, SVC))
         svc = steps[2]
         if svc.kernel != "rbf" or len(svc.classes_) != 2 or not math.isclose(float(svc.gamma), float(config["sigma"])):
@@ -157,10 +152,6 @@ class ForestCodec(RecordCodec):
     _CHUNK = 1 << 20  # tree x row cells per chunk
 
     def encode(self, pipeline: Any, config: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        from sklearn.feature_selection import VarianceThreshold
-
-        from raytune_fed.models._forest import ProbabilityForest
-
         steps = _steps(pipeline, (VarianceThreshold, ProbabilityForest))
         forest = steps[1]
         if len(forest.classes_) != 2:

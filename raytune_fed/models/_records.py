@@ -3,12 +3,15 @@
 A model crosses a site boundary as a :class:`ModelRecord`: the learner's name, its
 hyperparameters and its fitted parameters as plain numeric arrays whose names, dtypes
 and shapes the learner declares (:class:`ArraySpec`).  The analyst's side encodes a
-fitted pipeline (:func:`encode_model`); the site checks every field against the
-declaration and rebuilds a predictor with its own code (:func:`rebuild_model`).  No
+fitted pipeline (``Learner.encode``); the site checks every field against the
+declaration and rebuilds a predictor with its own code (:func:`check_record`).  No
 object of the analyst's ever runs on a site: the site computes predictions itself, in
 vectorised numpy, from arrays it has validated.
 
 What each learner sends is declared by its codec (:mod:`raytune_fed.models._codecs`).
+This module knows arrays, not learners: the registry (:mod:`raytune_fed.models._registry`)
+finds a record's learner by name and offers :func:`~raytune_fed.models.encode_model` and
+:func:`~raytune_fed.models.rebuild_model`.
 
 Site-side checks (a failure raises :class:`RecordError`, before anything is computed):
 the learner exists, the hyperparameters lie in its search space, the array names are
@@ -33,6 +36,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from raytune_fed.errors import ConfigError, QueryRefusedError
+from raytune_fed.space import SearchSpace
 
 #: dtypes a record may use (little-endian, fixed width)
 DTYPES = {"f8": np.dtype("<f8"), "i8": np.dtype("<i8"), "i4": np.dtype("<i4")}
@@ -160,29 +164,26 @@ def _no_deadline() -> None:
     return None
 
 
-def rebuild_model(record: Any, n_features: int, *, n_rows: int, deadline: Deadline | None = None) -> SiteModel:
-    """Validate ``record`` against its learner's declaration for a site with ``n_features``
+def check_record(record: ModelRecord, space: SearchSpace, codec: RecordCodec, n_features: int, *, n_rows: int,
+                 deadline: Deadline | None = None) -> SiteModel:
+    """Validate ``record`` against its learner's declaration (its search space and record
+    codec) for a site with ``n_features``
     columns and ``n_rows`` rows to score; raise :class:`RecordError` naming the first rule broken.
 
     ``deadline()`` is called between the validation's steps (each bounded by the caps it
-    enforces) and may raise :class:`TimeoutError` to stop it.
+    enforces) and may raise :class:`TimeoutError` to stop it.  Which learner the record
+    names is the registry's business (:func:`~raytune_fed.models.rebuild_model`).
     """
-    from raytune_fed.models._registry import LEARNERS
-
     deadline = deadline or _no_deadline
     if type(record) is not ModelRecord:
         raise RecordError("a model must be sent as a ModelRecord")
-    learner = LEARNERS.get(record.learner) if type(record.learner) is str else None
-    if learner is None or learner.record is None:
-        raise RecordError(f"record learner must be one of {sorted(n for n, lr in LEARNERS.items() if lr.record)}")
-    if not isinstance(record.config, Mapping) or set(record.config) != set(learner.space.names):
-        raise RecordError(f"record hyperparameters must be exactly {learner.space.names}")
+    if not isinstance(record.config, Mapping) or set(record.config) != set(space.names):
+        raise RecordError(f"record hyperparameters must be exactly {space.names}")
     config = {k: _plain_number(k, v) for k, v in record.config.items()}
     try:
-        learner.space.validate(config)
+        space.validate(config)
     except ConfigError:
-        raise RecordError(f"record hyperparameters lie outside the {learner.name} search space") from None
-    codec = learner.record
+        raise RecordError(f"record hyperparameters lie outside the {record.learner} search space") from None
     if not isinstance(record.arrays, Mapping) or set(record.arrays) != {s.name for s in codec.specs}:
         raise RecordError(f"record arrays must be exactly {[s.name for s in codec.specs]}")
     dims: dict[str, int] = {"p": int(n_features)}
@@ -206,17 +207,5 @@ def rebuild_model(record: Any, n_features: int, *, n_rows: int, deadline: Deadli
         a.flags.writeable = False
         frozen[name] = a
     deadline()
-    return SiteModel(learner.name, config, frozen, codec, int(n_features))
+    return SiteModel(record.learner, config, frozen, codec, int(n_features))
 
-
-def encode_model(learner: str, config: Mapping[str, Any], pipeline: Any) -> ModelRecord:
-    """The record of ``pipeline``, a fitted pipeline of learner ``learner`` at ``config`` (analyst side)."""
-    from raytune_fed.models._registry import get_learner
-
-    lr = get_learner(learner)
-    lr.space.validate(config)
-    if lr.record is None:
-        raise ConfigError(f"learner {learner!r} declares no model record, so its models cannot be sent to a site")
-    config = {p: (int(config[p]) if isinstance(config[p], (int, np.integer)) else float(config[p]))
-              for p in lr.space.names}
-    return ModelRecord(lr.name, config, lr.record.encode(pipeline, config))

@@ -27,72 +27,28 @@ learners of the paper:
   for ``experiments/bench_forest.py``, which measured both.
 
 A fitted model reaches a site only as its declared record (``Learner.record``,
-:mod:`raytune_fed.models._records`); the site rebuilds its own predictor from it.
+:mod:`raytune_fed.models._records`); the site rebuilds its own predictor from it
+(:func:`rebuild_model`).  The registry sits above the codecs and the PU learners: it
+knows learners by name (:func:`get_learner` for either task), the codecs know arrays.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from sklearn.ensemble import RandomForestClassifier
-from sklearn.feature_selection import VarianceThreshold
-from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
 
 from raytune_fed.errors import ConfigError
+from raytune_fed.models._codecs import ForestCodec, LinearCodec, RBFKernelCodec
 from raytune_fed.models._elasticnet import ElasticNetLogistic, warm_up
 from raytune_fed.models._forest import ProbabilityForest
 from raytune_fed.models._forest import warm_up as forest_warm_up
-from raytune_fed.models._codecs import ForestCodec, LinearCodec, RBFKernelCodec
-from raytune_fed.models._records import ModelRecord, RecordCodec
+from raytune_fed.models._learner import Learner
+from raytune_fed.models._records import Deadline, ModelRecord, RecordError, SiteModel, check_record
+from raytune_fed.models.pu import PU_LEARNERS
 from raytune_fed.space import Float, Int, SearchSpace
-
-StepMaker = Callable[[Mapping[str, Any], "int | None"], list]
-
-
-@dataclass(frozen=True)
-class Learner:
-    """A named learner: its search space, how a configuration becomes a pipeline, and
-    what the rest of the package derives from it.
-
-    ``record`` declares how a fitted model of this learner crosses a site boundary: the
-    names, dtypes and shapes of its arrays, their size caps, the analyst-side encoder and
-    the site's own predictor (:mod:`raytune_fed.models._records`); a learner without one
-    can be tuned locally but never sent to a site.  ``relative_cost`` orders a grid's
-    cells longest first; ``warm_up`` (optional) pays one-off per-process costs such as numba compilation
-    before a grid's timings start.  ``task`` is ``"pn"`` for learners fitted on class
-    labels (the RFMS learners, in :data:`LEARNERS`) and ``"pu"`` for learners fitted on
-    positive/unlabelled indicators (``raytune_fed.models.pu.PU_LEARNERS``).
-    """
-
-    name: str
-    space: SearchSpace
-    make_steps: StepMaker = field(repr=False, compare=False)
-    relative_cost: float = 1.0
-    warm_up: Callable[[], None] | None = field(default=None, repr=False, compare=False)
-    task: str = "pn"
-    record: RecordCodec | None = field(default=None, repr=False, compare=False)
-
-    def encode(self, config: Mapping[str, Any], pipeline: Pipeline) -> ModelRecord:
-        """The :class:`ModelRecord` of ``pipeline`` fitted at ``config`` (what a site accepts)."""
-        from raytune_fed.models._records import encode_model
-
-        return encode_model(self.name, config, pipeline)
-
-    def build(self, config: Mapping[str, Any], *, seed: int | None = None) -> Pipeline:
-        """An unfitted pipeline for ``config`` (checked against :attr:`space`).
-
-        ``seed`` sets the random state of randomised learners (the forest); the SVM and
-        the elastic net are deterministic and ignore it.
-        """
-        self.space.validate(config)
-        unknown = sorted(set(config) - set(self.space.names))
-        if unknown:
-            raise ConfigError(f"learner {self.name!r} has no parameters {unknown}; "
-                              f"its parameters are {self.space.names}")
-        return Pipeline([("drop_constant", VarianceThreshold(0.0)), *self.make_steps(config, seed)])
 
 
 def _elastic_net_steps(config: Mapping[str, Any], seed: int | None) -> list:
@@ -137,15 +93,37 @@ LEARNERS: Mapping[str, Learner] = {
 }  # relative costs: experiments/bench_learners.py; the forest's from bench_forest.py (mean CV 2.6 s vs SVM 0.12 s)
 
 
+_REGISTRIES: Mapping[str, Mapping[str, Learner]] = {"pn": LEARNERS, "pu": PU_LEARNERS}
+
+
 def get_learner(name: str, task: str = "pn") -> Learner:
     """The registered learner called ``name`` for ``task`` (``"pn"``: RFMS learners, ``"pu"``: PU learners)."""
-    if task == "pu":
-        from raytune_fed.models.pu import PU_LEARNERS as registry
-    elif task == "pn":
-        registry = LEARNERS
-    else:
-        raise ConfigError(f"unknown learner task {task!r}; known tasks: ['pn', 'pu']")
+    if not isinstance(task, str) or task not in _REGISTRIES:
+        raise ConfigError(f"unknown learner task {task!r}; known tasks: {sorted(_REGISTRIES)}")
+    registry = _REGISTRIES[task]
     try:
         return registry[name]
     except (KeyError, TypeError):
         raise ConfigError(f"unknown learner {name!r}; known learners: {sorted(registry)}") from None
+
+
+def encode_model(learner: str, config: Mapping[str, Any], pipeline: Any) -> ModelRecord:
+    """The record of ``pipeline``, a fitted pipeline of learner ``learner`` at ``config`` (analyst side)."""
+    return get_learner(learner).encode(config, pipeline)
+
+
+def rebuild_model(record: Any, n_features: int, *, n_rows: int, deadline: Deadline | None = None) -> SiteModel:
+    """Validate ``record`` against its learner's declaration for a site with ``n_features``
+    columns and ``n_rows`` rows to score; raise :class:`RecordError` naming the first rule broken.
+
+    The record must name a registered learner that declares a record; the rest is
+    :func:`~raytune_fed.models._records.check_record`.  ``deadline()`` is called between the
+    validation's steps (each bounded by the caps it enforces) and may raise
+    :class:`TimeoutError` to stop it.
+    """
+    if type(record) is not ModelRecord:
+        raise RecordError("a model must be sent as a ModelRecord")
+    learner = LEARNERS.get(record.learner) if type(record.learner) is str else None
+    if learner is None or learner.record is None:
+        raise RecordError(f"record learner must be one of {sorted(n for n, lr in LEARNERS.items() if lr.record)}")
+    return check_record(record, learner.space, learner.record, n_features, n_rows=n_rows, deadline=deadline)

@@ -6,10 +6,14 @@ matplotlib figures, its settings, the command that made the run) and
 PNG (the page is one self-contained file), ``index.md`` and the PNG files beside it.
 :mod:`raytune_fed.report.plots` holds the plot rules every workflow follows (points
 instead of a box below five values, visible medians, axes fitted to the data, integer
-generation ticks).  Pure matplotlib and the standard library: no Ray.
+generation ticks).  :mod:`raytune_fed.report._results` holds a run's results as flat tables
+(:class:`Results`, filled by each workflow's ``flat_results``) and the one console summary format
+(:func:`format_summary_table`).  Pure matplotlib, pandas and the standard library: no Ray.
 """
 
 from raytune_fed.report._page import Figure, Page, Table, write_page
+from raytune_fed.report._results import Results, explode, flatten, format_summary_table, spread_json
 from raytune_fed.report import plots
 
-__all__ = ["Figure", "Page", "Table", "plots", "write_page"]
+__all__ = ["Figure", "Page", "Results", "Table", "explode", "flatten", "format_summary_table", "plots",
+           "spread_json", "write_page"]

@@ -23,7 +23,7 @@ import numpy as np
 from sklearn.preprocessing import StandardScaler
 
 from raytune_fed.errors import ConfigError
-from raytune_fed.models._registry import Learner
+from raytune_fed.models._learner import Learner
 from raytune_fed.models.pu._nnpu import NNPU
 from raytune_fed.models.pu._upu import UPU
 from raytune_fed.space import Categorical, SearchSpace

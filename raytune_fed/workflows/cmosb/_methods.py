@@ -72,7 +72,7 @@ def grid_values(space: SearchSpace, levels: int) -> dict[str, list[Any]]:
 
 def tune_domains(space: SearchSpace) -> dict[str, Any]:
     """Tune domains of ``space`` (Tune's ``randint`` upper bound is exclusive)."""
-    from ray import tune
+    from ray import tune  # lazily: importing the workflow loads no Ray (see the package docstring)
 
     out: dict[str, Any] = {}
     for p in space.params:
@@ -87,11 +87,11 @@ def method_runs(method: str, *, binary: bool, seed: Any, population: int, genera
                 constraints: Mapping[str, tuple[str, float]], grid_levels: int, bo_trials: int,
                 constraint_handling: str = "penalty", bo_batch: int = 2) -> list[Run]:
     """The Tune experiments of ``method`` (one of :data:`METHODS`)."""
-    from ray import tune
+    from ray import tune  # lazily: importing the workflow loads no Ray (see the package docstring)
 
     space = search_space(binary)
     if method == "cmosb":
-        from raytune_fed.search import NSGA2Search
+        from raytune_fed.search import NSGA2Search  # lazily: it loads Ray Tune
 
         def nsga2() -> Any:
             return NSGA2Search(space, metric=list(OBJECTIVES), mode=["min"] * len(OBJECTIVES),
@@ -109,7 +109,7 @@ def method_runs(method: str, *, binary: bool, seed: Any, population: int, genera
         runs = []
         for objective in OBJECTIVES:
             def tpe(objective: str = objective) -> Any:
-                import optuna
+                import optuna  # lazily, with Ray Tune's Optuna adapter: only BO runs need them
                 from ray.tune.search import ConcurrencyLimiter
                 from ray.tune.search.optuna import OptunaSearch
 

@@ -161,3 +161,15 @@ def write_report(out: str | Path, frame: pd.DataFrame | None = None, constraints
         for name, fig, caption in figures:
             page.figure(name, fig, caption)
     return write_page(out, page)
+
+
+def write_outputs(frame: pd.DataFrame, out: str | Path,
+                  constraints: Mapping[str, tuple[str, float]] | None = None, *,
+                  command: str | None = None) -> dict[str, Any]:
+    """``results.parquet``, ``summary.json`` and the report page (``index.html``, ``index.md``, PNGs)."""
+    out = Path(out)
+    summary = summarize(frame, constraints)
+    frame.to_parquet(out / "results.parquet")
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    write_report(out, frame, constraints or {}, summary=summary, command=command)
+    return summary

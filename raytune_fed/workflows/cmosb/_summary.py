@@ -9,18 +9,21 @@ CMOSB's hypervolume by generation (Figure 10) is given two ways: over every feas
 configuration evaluated up to each generation, and over the feasible members of NSGA-II's
 population after it (the rows' ``generation`` and ``in_population_until`` columns come from
 the searcher's own record).
+
+:func:`flat_results` gives ``results.parquet`` as the flat trials table (the six hyperparameters
+as ``config.<name>`` columns, as in the other workflows); :func:`format_summary` prints Table IV
+in the one console format of :func:`raytune_fed.report.format_summary_table`.
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
 
 from raytune_fed.metrics import hypervolume, pareto_mask
+from raytune_fed.report import Results, format_summary_table
 from raytune_fed.workflows.cmosb._objectives import OBJECTIVES, PARAMETERS
 
 REFERENCE = (1.0, 1.0, 1.0)
@@ -105,24 +108,17 @@ def _plain(value: Any) -> Any:
 
 
 def format_summary(summary: Mapping[str, Any]) -> str:
-    lines = []
-    for dataset, d in summary["datasets"].items():
-        lines.append(f"{dataset}: hypervolume on normalised objectives (reference {summary['reference']})")
-        for method, m in d["methods"].items():
-            lines.append(f"  {LABELS.get(method, method):6s} {m['hypervolume']:.3f}  "
-                         f"({m['n_evaluated']} evaluated, {m['n_feasible']} feasible, {len(m['front'])} on the front)")
-    return "\n".join(lines)
+    """Table IV per dataset and method: the run's hypervolume (one value: n = 1, no sd), evaluations, feasible
+    ones and the front's size."""
+    rows = [{"dataset": dataset, "method": LABELS.get(method, method), "mean": m["hypervolume"], "sd": None, "n": 1,
+             "evaluated": m["n_evaluated"], "feasible": m["n_feasible"], "front": len(m["front"])}
+            for dataset, d in summary["datasets"].items() for method, m in d["methods"].items()]
+    title = f"hypervolume on normalised objectives (reference {tuple(summary['reference'])}; larger is better)"
+    return format_summary_table(title, rows, ("dataset", "method"),
+                                extra={"evaluated": "evaluated", "feasible": "feasible", "on the front": "front"})
 
 
-def write_outputs(frame: pd.DataFrame, out: str | Path,
-                  constraints: Mapping[str, tuple[str, float]] | None = None, *,
-                  command: str | None = None) -> dict[str, Any]:
-    """``results.parquet``, ``summary.json`` and the report page (``index.html``, ``index.md``, PNGs)."""
-    from raytune_fed.workflows.cmosb._report import write_report
-
-    out = Path(out)
-    summary = summarize(frame, constraints)
-    frame.to_parquet(out / "results.parquet")
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    write_report(out, frame, constraints or {}, summary=summary, command=command)
-    return summary
+def flat_results(frame: pd.DataFrame) -> Results:
+    """``trials``: one row per evaluated configuration and method, the hyperparameters as ``config.<name>``."""
+    trials = frame.rename(columns={name: f"config.{name}" for name in PARAMETERS})
+    return Results("cmosb", trials.reset_index(drop=True))

@@ -9,9 +9,9 @@ trial's parameters through a client of that session, reads the passive party's v
 it with the owner's credential and runs the instance clustering attack on it, as the
 simulation's attacker (:func:`run_trial`).  The trial reports the three objectives plus
 the operation counts and seconds.  :func:`local_parties` sets up the same two parties as
-objects in this process, so :func:`raytune_fed.workflows.cmosb.evaluate` runs a trial
-without Ray and measures what the Tune trial of the same configuration and seed measures
-(in particular, the passive party bins all the rows it holds in both).
+objects in this process, so :func:`evaluate` runs a trial without Ray and measures what
+the Tune trial of the same configuration and seed measures (in particular, the passive
+party bins all the rows it holds in both).
 """
 
 from __future__ import annotations
@@ -22,12 +22,16 @@ import secrets
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from raytune_fed.attacks import N_SAMPLE, privacy_leakage
+from raytune_fed.crypto import calibrate
 from raytune_fed.errors import ConfigError
-from raytune_fed.random import derive, seed_int
+from raytune_fed.federation.parties import ActiveParty, PassiveClient, PassiveParty, remote_party
+from raytune_fed.models.secureboost import check_op_times
+from raytune_fed.random import Seed, derive, seed_int
 from raytune_fed.workflows.cmosb._methods import trial_params
+from raytune_fed.workflows.cmosb._objectives import Evaluation
 from raytune_fed.workflows.cmosb._tasks import VerticalTask
 
 ACTIVE, PASSIVE = "active", "passive"
@@ -72,9 +76,7 @@ def _party_args(task: VerticalTask, seed: Any) -> tuple[dict[str, Any], dict[str
 def start_parties(task: VerticalTask, *, he: str, op_times: dict[str, Any], seed: Any, max_concurrency: int,
                   n_sample: int = N_SAMPLE, known_per_cluster: int = 1) -> Parties:
     """Start the two party actors of ``task`` (data put into the object store once)."""
-    import ray
-
-    from raytune_fed.federation.parties import ActiveParty, PassiveParty, remote_party
+    import ray  # Ray only where actors are started: evaluate() and the package import run without it
 
     passive_args, active_args = _party_args(task, seed)
     passive = remote_party(PassiveParty, PASSIVE, ray.put(task.X[:, task.passive_features[0]]),
@@ -89,8 +91,6 @@ def local_parties(task: VerticalTask, *, he: str, op_times: dict[str, Any], seed
                   known_per_cluster: int = 1) -> Parties:
     """The two parties of ``task`` as objects in this process, set up exactly as :func:`start_parties`'s actors:
     a trial run on them (:func:`run_trial`) trains the same trees and measures the same objectives."""
-    from raytune_fed.federation.parties import ActiveParty, PassiveParty
-
     passive_args, active_args = _party_args(task, seed)
     passive = PassiveParty(task.X[:, task.passive_features[0]], name=PASSIVE, **passive_args)
     active = ActiveParty(task.X[:, task.active_features], task.y, name=ACTIVE, **active_args)
@@ -102,7 +102,7 @@ def _on_active(parties: Parties, method: str, *args: Any) -> Any:
     """Call the active party's ``method``: on its actor (waiting for the answer) or on the object."""
     bound = getattr(parties.active, method)
     if hasattr(bound, "remote"):
-        import ray
+        import ray  # lazily, as in start_parties: in-process parties need no Ray
 
         return ray.get(bound.remote(*args))
     return bound(*args)
@@ -110,8 +110,6 @@ def _on_active(parties: Parties, method: str, *args: Any) -> Any:
 
 def run_trial(config: dict, parties: Parties, session: str) -> dict[str, Any]:
     """Train with ``config`` as session ``session`` of the active party, attack, return the objectives."""
-    from raytune_fed.federation.parties import PassiveClient
-
     params = {**trial_params(config), "he": parties.he, "op_times": parties.op_times,
               "random_state": seed_int(derive(parties.seed, "model"))}
     # The passive party draws each tree's candidate order from the unit it admits a training for, so the unit
@@ -134,7 +132,26 @@ def run_trial(config: dict, parties: Parties, session: str) -> dict[str, Any]:
 
 def trainable(config: dict, parties: Parties) -> dict[str, Any]:
     """Train, attack, report the objectives (Tune's function trainable)."""
-    from ray import tune
+    from ray import tune  # runs inside a Tune trial only
 
     # a session id is single-use at the active party: a retried trial gets a new one
     return run_trial(config, parties, f"{tune.get_context().get_trial_id()}-{uuid.uuid4().hex[:8]}")
+
+
+def evaluate(task: VerticalTask, config: Mapping[str, Any], *, he: str = "plain", op_times: Any = None,
+             seed: Seed = 0, n_sample: int = N_SAMPLE, known_per_cluster: int = 1) -> Evaluation:
+    """Train SecureBoost with ``config`` on ``task`` and measure the objectives, without Ray.
+
+    The parties are objects in this process, set up as the CMOSB workflow's party actors
+    (:func:`local_parties`), and the training and attack are a workflow trial's
+    (:func:`run_trial`): a configuration gives the same objectives and operation counts
+    here as in a ``run_cmosb`` run with the same ``seed`` (the passive party bins all its
+    rows, the active party its training rows).  ``op_times`` None calibrates on this machine.
+    """
+    times = check_op_times(op_times) or calibrate()
+    parties = local_parties(task, he=he, op_times=times.as_dict(), seed=seed, n_sample=n_sample,
+                            known_per_cluster=known_per_cluster)
+    m = run_trial(dict(config), parties, f"evaluate-{uuid.uuid4().hex[:8]}")
+    return Evaluation(float(m["utility_loss"]), float(m["training_cost"]), float(m["privacy_leakage"]),
+                      m["encryptions"], m["decryptions"], m["additions"], m["products"], float(m["fit_seconds"]),
+                      float(m["attack_seconds"]))

@@ -10,7 +10,7 @@ from raytune_fed.workflows.pu._methods import METHOD_NAMES, MethodResult, check_
 from raytune_fed.workflows.pu._grid import PUCell, PUGridSettings, build_grid, run_cell, run_grid
 from raytune_fed.workflows.pu._ode import ODESettings, SearchResult, configuration_set, nested_order, run_ode
 from raytune_fed.workflows.pu._report import write_report
-from raytune_fed.workflows.pu._summary import summarize
+from raytune_fed.workflows.pu._summary import flat_results, format_summary, summarize
 
 
 
@@ -33,6 +33,8 @@ __all__ = [
     "check_methods",
     "configuration_set",
     "estimate_prior",
+    "flat_results",
+    "format_summary",
     "nested_order",
     "run_cell",
     "run_grid",

@@ -72,6 +72,7 @@ class PUGridSettings:
     baseline_configs: int | None = None   # thin the uPU/nnPU baselines' grids (reduced runs only)
     target: str | None = None             # target column of a CSV/Parquet dataset
     prior: str = "tice"                   # "true": the split's true prior (an oracle, for diagnosis)
+    positive: str | None = None           # the positive class of a multi-class dataset (one against the rest)
 
     def __post_init__(self) -> None:
         check_unique("datasets", self.datasets)
@@ -148,8 +149,9 @@ class PUCell(Cell):
             own = {"supervised_trials": s.supervised_trials}
         if self.method in ("ode", "upu", "nnpu") and s.prior != "tice":
             own["prior"] = s.prior
-        return {"workflow": "pu", "dataset": self.dataset, "target": s.target, "c": self.c, "rep": self.rep,
-                "seed": s.seed, "method": self.method, **own}
+        chosen = {"positive": s.positive} if s.positive is not None else {}  # keys of earlier runs unchanged
+        return {"workflow": "pu", "dataset": self.dataset, "target": s.target, **chosen, "c": self.c,
+                "rep": self.rep, "seed": s.seed, "method": self.method, **own}
 
     @property
     def coordinates(self) -> tuple[int | str, ...]:
@@ -229,7 +231,7 @@ def cell_split(cell: PUCell) -> Any:
     from raytune_fed.data import load_dataset
     from raytune_fed.simulation import pu_dataset, pu_split
 
-    data = pu_dataset(load_dataset(cell.dataset, target=cell.settings.target))
+    data = pu_dataset(load_dataset(cell.dataset, target=cell.settings.target), cell.settings.positive)
     return pu_split(data.X, data.y, c=cell.c, seed=cell.seed(), name=cell.dataset)
 
 
@@ -276,7 +278,7 @@ def check_inputs(settings: PUGridSettings) -> None:
         data = load_dataset(name, target=settings.target)
         if data.n_classes < 2:
             raise ConfigError(f"dataset {name!r} has a single class; PU learning needs positives and negatives")
-        pu_dataset(data)
+        pu_dataset(data, settings.positive)
         for c in settings.cs:
             split = cell_split(PUCell(name, c, 0, "ode", None, None, None, settings=settings))
             if "ode" not in settings.methods:

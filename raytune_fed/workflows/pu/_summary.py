@@ -8,6 +8,10 @@ again on every run (test AUC, the priors); ``timings`` holds what a clock measur
 seconds and ratios), so two runs' ``tables`` compare equal.  The *main* ODE variant (the one Tables 2 and 6 and
 the figures use) is the grid's first evaluator with the self-paced schedule and the
 control variate where the grid has them.
+
+:func:`flat_results` gives ``results.parquet`` as one flat table (the selected configuration's
+keys as ``config.<name>`` columns); :func:`format_summary` is the console summary, test AUC per
+variant in the one format of :func:`raytune_fed.report.format_summary_table`.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from raytune_fed.report import Results, format_summary_table, spread_json
 
 BASELINES = ("upu", "nnpu", "wsvm", "supervised")
 
@@ -96,3 +102,17 @@ def summarize(frame: pd.DataFrame) -> dict[str, Any]:
                                           for r in seconds if (r["dataset"], r["c"]) in ode_mean
                                           and ode_mean[(r["dataset"], r["c"])] > 0]
     return {"n_cells": int(len(frame)), "tables": tables, "timings": timings}
+
+
+def flat_results(frame: pd.DataFrame) -> Results:
+    """``trials``: one row per cell (dataset x c x variant x replication), the selected configuration as
+    ``config.<name>`` columns (missing where a method has no such key or selected nothing)."""
+    return Results("pu", spread_json(frame, "config", "config").reset_index(drop=True))
+
+
+def format_summary(frame: pd.DataFrame) -> str:
+    """Test AUC (percent) per dataset x c x variant: mean, sd and n over the replications that selected a model
+    (and how many selected none, where any did)."""
+    rows = _table(frame, "variant")
+    extra = {"no selection": "n_no_selection"} if any(r["n_no_selection"] for r in rows) else None
+    return format_summary_table("test AUC (%)", rows, ("dataset", "c", "variant"), digits=2, extra=extra)

@@ -12,18 +12,21 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from raytune_fed.algorithms import GPMinimizer, ParEGO
+from raytune_fed.federation import Loss, OpenBox, SiteSession, final_all, query_all
 from raytune_fed.metrics import hypervolume, pareto_mask
+from raytune_fed.models import get_learner
 from raytune_fed.random import seed_int
 from raytune_fed.workflows.rfms._methods import Method, get_methods
-from raytune_fed.workflows.rfms._spec import ExperimentSpec
-from raytune_fed.federation import Loss, OpenBox, SiteSession, final_all, query_all
+from raytune_fed.workflows.rfms._refusals import owner_must_act, refusals_json
+from raytune_fed.workflows.rfms._spec import REFERENCE_POINT, ExperimentSpec
 
-REFERENCE_POINT = (1.0, 1.0, 1.0)
 REFUSED_LOSS = 1.0
 """The remote value of a configuration every curator refused (the worst misclassification)."""
 TOLERATED_REFUSALS = ("guard",)
@@ -87,7 +90,7 @@ class Evaluator:
         self.openbox, self.learner, self.curators = openbox, learner, list(curators)
         self.n_folds, self.cv_seed, self.fit_seed, self.t = n_folds, cv_seed, fit_seed, timing
         self._local: dict[str, float] = {}
-        self._remote: dict[str, tuple[float, int]] = {}
+        self._remote: dict[str, tuple[float, tuple[tuple[str, str], ...]]] = {}
         self.n_queries = 0
 
     def local(self, config: Mapping[str, Any]) -> float:
@@ -107,8 +110,8 @@ class Evaluator:
         self.t.fit += time.perf_counter() - start
         return out
 
-    def _ask(self, record: Any, **how: Any) -> tuple[float, int]:
-        """(size-weighted answer of the curators that answered, how many refused)."""
+    def _ask(self, record: Any, **how: Any) -> tuple[float, tuple[tuple[str, str], ...]]:
+        """(size-weighted answer of the curators that answered, (site, refusal code) of each that refused)."""
         start = time.perf_counter()
         answers = query_all(self.curators, record, tolerate=TOLERATED_REFUSALS, **how)
         self.t.remote += time.perf_counter() - start
@@ -118,21 +121,22 @@ class Evaluator:
         if losses:
             self.t.scoring += sum(loss.seconds for loss in losses)
             self.t.scoring_max += max(loss.seconds for loss in losses)
-        n_refused = len(answers) - len(losses)
+        refused = tuple((c.client.name, a.code) for c, a in zip(self.curators, answers) if not isinstance(a, Loss))
         if not losses:
-            return REFUSED_LOSS, n_refused
+            return REFUSED_LOSS, refused
         weights = np.array([loss.n_rows for loss in losses], dtype=float)
-        return float(np.dot(weights, [loss.value for loss in losses]) / weights.sum()), n_refused
+        return float(np.dot(weights, [loss.value for loss in losses]) / weights.sum()), refused
 
-    def remote(self, config: Mapping[str, Any]) -> tuple[float, int]:
-        """(the curators' exact in-bag error, how many curators refused); asked once per configuration."""
+    def remote(self, config: Mapping[str, Any]) -> tuple[float, tuple[tuple[str, str], ...]]:
+        """(the curators' exact in-bag error, (site, code) of each curator that refused); asked once per
+        configuration."""
         k = _ckey(config)
         if k not in self._remote:
             record, _ = self._fit(config)
             self._remote[k] = self._ask(record, mechanism="exact")
         return self._remote[k]
 
-    def thresholdout(self, config: Mapping[str, Any]) -> tuple[float, int]:
+    def thresholdout(self, config: Mapping[str, Any]) -> tuple[float, tuple[tuple[str, str], ...]]:
         """The curators' Thresholdout answers (each site runs it on its own random stream), asked afresh."""
         record, train = self._fit(config)
         return self._ask(record, mechanism="thresholdout", train_loss=train)
@@ -150,13 +154,12 @@ class MethodRun:
     selected: list[dict[str, Any]] = field(default_factory=list)
     n_remote: int = 0
     n_refused: int = 0      # evaluations at least one curator refused
+    refused: Counter = field(default_factory=Counter)  # (site, code) -> queries it refused
     seconds: float = 0.0
 
 
 def _run_method(method: Method, ev: Evaluator, space: Any, design: list[dict], n_iter: int,
                  seed: np.random.SeedSequence, t: Timing) -> MethodRun:
-    from raytune_fed.algorithms import GPMinimizer, ParEGO
-
     run = MethodRun(method)
     start = time.perf_counter()
     n_total = len(design) + n_iter
@@ -167,9 +170,10 @@ def _run_method(method: Method, ev: Evaluator, space: Any, design: list[dict], n
         local = ev.local(config)
         if not method.needs_remote:
             return local, None, None
-        answer, n_refused = ev.thresholdout(config) if method.thresholdout else ev.remote(config)
+        answer, refused = ev.thresholdout(config) if method.thresholdout else ev.remote(config)
         run.n_remote += 1
-        run.n_refused += n_refused > 0
+        run.n_refused += bool(refused)
+        run.refused.update(refused)
         return (local, None, answer) if method.thresholdout else (local, answer, None)
 
     if method.kind == "random":
@@ -213,18 +217,22 @@ def _select(method: Method, history: list[dict[str, Any]]) -> list[dict[str, Any
 
 def _final_losses(openbox: OpenBox, learner: Any, configs: list[dict], fit_seed: int,
                   curators: Sequence[SiteSession], lockbox: SiteSession
-                  ) -> tuple[list[float], list[float | None], list[float | None]]:
+                  ) -> tuple[list[float], list[float | None], list[float | None], list[tuple[str, ...]]]:
     """Refit every selected configuration once; its out-bag errors at the openbox, the curators
-    (mean over those that answered) and the lockbox.  ``None``: the sites withheld it (guard)."""
+    (mean over those that answered) and the lockbox, and the sites that withheld each.  ``None``: the
+    sites withheld it (guard)."""
     pipelines = [openbox.fit(learner, c, seed=fit_seed) for c in configs]
     ob_out = [openbox.outbag_error(p) for p in pipelines]
     records = [learner.encode(c, p) for c, p in zip(configs, pipelines)]
     *cu_finals, lb_final = final_all([*curators, lockbox], records)
+    sessions = [*curators, lockbox]
+    withheld = [tuple(s.client.name for s, f in zip(sessions, [*cu_finals, lb_final]) if f.values[i] is None)
+                for i in range(len(configs))]
     cu_out: list[float | None] = []
     for i in range(len(configs)):
         answered = [f.values[i] for f in cu_finals if f.values[i] is not None]
         cu_out.append(float(np.mean(answered)) if answered else None)  # unweighted mean over curators
-    return ob_out, cu_out, list(lb_final.values)
+    return ob_out, cu_out, list(lb_final.values), withheld
 
 
 def run_experiment(spec: ExperimentSpec, openbox: OpenBox, curators: Sequence[SiteSession], lockbox: SiteSession,
@@ -235,8 +243,6 @@ def run_experiment(spec: ExperimentSpec, openbox: OpenBox, curators: Sequence[Si
     ``n_withheld_finals``) and counts as the reference point's coordinate, 1.0, in the
     hypervolume, so that model adds no volume.
     """
-    from raytune_fed.models import get_learner
-
     s = spec.settings
     methods = get_methods(s.methods)
     learner = get_learner(spec.learner)
@@ -248,18 +254,20 @@ def run_experiment(spec: ExperimentSpec, openbox: OpenBox, curators: Sequence[Si
     design = learner.space.latin_hypercube(s.n_init, np.random.default_rng(ss_design))
 
     runs = []
-    for method, mseed in zip(methods, ss_methods.spawn(len(methods))):
-        runs.append(_run_method(method, ev, learner.space, design, s.n_iter, mseed, t))
-        if progress:
-            progress(f"{spec.learner} ob={spec.openbox} lb={spec.lockbox} rep={spec.replication}: {method.name} done")
-
-    f0 = time.perf_counter()
-    finals: dict[str, dict] = {}
-    for run in runs:
-        for c in run.selected:
-            finals.setdefault(_ckey(c), c)
-    keys = list(finals)
-    ob_out, cu_out, lb_out = _final_losses(openbox, learner, [finals[k] for k in keys], fit_seed, curators, lockbox)
+    with owner_must_act():  # a spent budget or final says what the site's owner must change
+        for method, mseed in zip(methods, ss_methods.spawn(len(methods))):
+            runs.append(_run_method(method, ev, learner.space, design, s.n_iter, mseed, t))
+            if progress:
+                progress(f"{spec.learner} ob={spec.openbox} lb={spec.lockbox} rep={spec.replication}: "
+                         f"{method.name} done")
+        f0 = time.perf_counter()
+        finals: dict[str, dict] = {}
+        for run in runs:
+            for c in run.selected:
+                finals.setdefault(_ckey(c), c)
+        keys = list(finals)
+        ob_out, cu_out, lb_out, withheld = _final_losses(openbox, learner, [finals[k] for k in keys], fit_seed,
+                                                         curators, lockbox)
     t.final += time.perf_counter() - f0
     t.total = time.perf_counter() - t0
 
@@ -280,73 +288,7 @@ def run_experiment(spec: ExperimentSpec, openbox: OpenBox, curators: Sequence[Si
             "n_evaluations": len(run.history), "n_curator_queries": run.n_remote,
             "n_refused_evaluations": run.n_refused,
             "n_withheld_finals": sum(cu_out[i] is None or lb_out[i] is None for i in idx), "seconds": run.seconds,
+            "refusals": refusals_json(run.refused, (site for i in idx for site in withheld[i])),
         })
     info = {"timing": t.as_dict(), "n_curator_queries_total": ev.n_remote_evaluations, "n_final_models": len(keys)}
     return rows, info
-
-
-def rows_problem(spec: ExperimentSpec, rows: Sequence[Mapping[str, Any]]) -> str | None:
-    """Why ``rows`` (as stored) cannot be what :func:`run_experiment` gave for ``spec`` (None: they can).
-
-    One row per method of the settings, in order; every row carries the cell's own
-    coordinates; losses are None (withheld) or finite in [0, 1], one per selected model;
-    the hypervolume is the one of the row's own losses; counts are non-negative integers.
-    """
-    from raytune_fed.grid._rowchecks import identity_problem, number_problem, one_row_each
-
-    s = spec.settings
-    problem = one_row_each(rows, "method", s.methods)
-    if problem:
-        return problem
-    identity = {"dataset": s.dataset, "split": s.split, "learner": spec.learner, "openbox": spec.openbox,
-                "lockbox": spec.lockbox, "curators": list(spec.curators), "replication": spec.replication,
-                "experiment": spec.key}
-    for row in rows:
-        problem = _row_problem(row, identity, identity_problem, number_problem)
-        if problem:
-            return f"its {row.get('method')} row: {problem}"
-    return None
-
-
-def _row_problem(row: Mapping[str, Any], identity: Mapping[str, Any], identity_problem: Callable,
-                 number_problem: Callable) -> str | None:
-    problem = identity_problem(row, identity)
-    if problem:
-        return problem
-    for name in ("n_evaluations", "n_curator_queries", "n_refused_evaluations", "n_withheld_finals"):
-        problem = number_problem(name, row.get(name), 0, float("inf"), integer=True)
-        if problem:
-            return problem
-    n = row.get("n_selected")
-    problem = number_problem("n_selected", n, 1, float("inf"), integer=True)
-    if problem:
-        return problem
-    try:
-        selected = json.loads(row.get("selected"))
-    except (TypeError, ValueError):
-        selected = None
-    if not isinstance(selected, list) or len(selected) != n:
-        return f"its selected is not a JSON list of its {n} selected configurations"
-    losses = {}
-    for name in ("openbox_outbag", "curator_outbag", "lockbox_loss"):
-        values = row.get(name)
-        if not isinstance(values, list) or len(values) != n:
-            return f"its {name} is not a list of {n} losses"
-        for value in values:
-            problem = number_problem(name, value, 0.0, 1.0, optional=name != "openbox_outbag")
-            if problem:
-                return problem
-        losses[name] = values
-    withheld = sum(c is None or lb is None for c, lb in zip(losses["curator_outbag"], losses["lockbox_loss"]))
-    if row.get("n_withheld_finals") != withheld:
-        return f"its n_withheld_finals is {row.get('n_withheld_finals')!r} where its losses withhold {withheld}"
-    problem = number_problem("hypervolume", row.get("hypervolume"), 0.0, 1.0)
-    if problem:
-        return problem
-    worst = REFERENCE_POINT[0]
-    pts = np.array([[o, worst if c is None else c, worst if lb is None else lb]
-                    for o, c, lb in zip(*losses.values())], dtype=float)
-    if abs(hypervolume(pts, REFERENCE_POINT) - row["hypervolume"]) > 1e-9:
-        return (f"its hypervolume {row['hypervolume']!r} is not the {hypervolume(pts, REFERENCE_POINT)!r} of its own "
-                f"losses")
-    return None

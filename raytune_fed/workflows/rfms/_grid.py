@@ -26,6 +26,7 @@ from raytune_fed.grid import (
     wait_for_declared)
 from raytune_fed.runtime import check_address, check_num_cpus
 from raytune_fed.store import ResultStore, write_atomic
+from raytune_fed.workflows.rfms._refusals import check_answered
 from raytune_fed.workflows.rfms._sites import SiteHandles, plan_sites, run_with_sites, start_sites
 from raytune_fed.workflows.rfms._spec import ExperimentSpec, RFMSSettings
 from raytune_fed.workflows.rfms._summary import write_results
@@ -213,6 +214,8 @@ def run_grid(settings: RFMSSettings, *, learners: Sequence[str], n_reps: int = 1
         remote_sites(plan, sites)  # the file is checked before Ray starts
     run_cell, started, n_cores = None, None, 0
     if plan_cells(specs, store, recompute_damaged=recompute_damaged).todo:  # else neither Ray nor sites start
+        if isinstance(sites, Path):
+            remote_sites(plan, sites, reach=True)  # every site answers, before Ray starts
         if sites != "local":
             import ray
 
@@ -243,4 +246,5 @@ def run_grid(settings: RFMSSettings, *, learners: Sequence[str], n_reps: int = 1
     if result.usages and n_cores:
         used = frame.attrs["utilisation"] = result.utilisation(n_cores)
         write_atomic(Path(out) / "utilisation.json", lambda p: Path(p).write_text(json.dumps(used, indent=2)))
+    check_answered(frame)  # sites that refused every query or withheld every final: no silent empty result
     return frame

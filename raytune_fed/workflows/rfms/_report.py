@@ -72,6 +72,11 @@ def build_report(out_dir: str | Path, *, frame: pd.DataFrame | None = None,
     page = Page(title, "rfms", settings=_settings_of(frame), command=command,
                 intro=f"{n_experiments} experiments (openbox x lockbox x replication x learner), {len(frame)} "
                       f"result rows. Learners: {', '.join(learners)}. Methods: {', '.join(methods)}.")
+    from raytune_fed.workflows.rfms._refusals import refusal_note
+
+    note = refusal_note(frame)
+    if note:
+        page.section("What the sites refused").text(note)
     page.section("Dominated hypervolume").text(
         "Mean (sd) hypervolume over experiments; n is the number of experiments per learner.")
     page.table(["method", *[f"{lr} (n={n_per_learner[lr]})" for lr in learners]],

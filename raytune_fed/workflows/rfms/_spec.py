@@ -1,18 +1,29 @@
-"""RFMS settings and cells: frozen, keyed, with derived seeds (a grid is a list of these)."""
+"""RFMS settings and cells: frozen, keyed, with derived seeds (a grid is a list of these), and
+what a cell's stored rows must satisfy (:func:`rows_problem`)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from raytune_fed._checks import MAX_SEED, check_choice, check_int, check_share
 from raytune_fed._limits import check_bounded, limits
+from raytune_fed.algorithms.thresholdout import MAX_BUDGET
 from raytune_fed.errors import ConfigError
 from raytune_fed.grid import Cell, Demand
+from raytune_fed.grid._rowchecks import identity_problem, number_problem, one_row_each
+from raytune_fed.metrics import hypervolume
+from raytune_fed.models import get_learner
 from raytune_fed.random import derive
 from raytune_fed.simulation import SPLIT_METHODS
 from raytune_fed.workflows.rfms._methods import get_methods
+
+REFERENCE_POINT = (1.0, 1.0, 1.0)
+"""The hypervolume reference point of an experiment's (openbox, curator, lockbox) losses."""
+
 
 @dataclass(frozen=True)
 class RFMSSettings:
@@ -52,7 +63,7 @@ class RFMSSettings:
         check_int("seed", self.seed, 0, MAX_SEED)
         check_int("guard_k", self.guard_k, 0)
         if self.thresholdout_budget is not None:
-            check_int("thresholdout_budget", self.thresholdout_budget, 0)
+            check_int("thresholdout_budget", self.thresholdout_budget, 0, MAX_BUDGET)
         check_share("inbag_fraction", self.inbag_fraction, 0.0, 1.0, low_open=True)
         if self.inbag_fraction >= 1.0:
             raise ConfigError(f"inbag_fraction must be in (0, 1), got {self.inbag_fraction!r}")
@@ -92,8 +103,6 @@ class ExperimentSpec(Cell):
 
     @property
     def cost(self) -> float:
-        from raytune_fed.models import get_learner
-
         return get_learner(self.learner).relative_cost
 
     @property
@@ -116,11 +125,7 @@ class ExperimentSpec(Cell):
 
     def check_rows(self, rows) -> str | None:
         """One row per method with this cell's coordinates and consistent, finite values (see
-        :func:`~raytune_fed.workflows.rfms._experiment.rows_problem`); the ``settings`` column is this grid's."""
-        import json
-
-        from raytune_fed.workflows.rfms._experiment import rows_problem
-
+        :func:`rows_problem`); the ``settings`` column is this grid's."""
         problem = rows_problem(self, rows)
         if problem is None:
             settings = json.dumps(asdict(self.settings), sort_keys=True)
@@ -138,3 +143,68 @@ class ExperimentSpec(Cell):
     def search_seed(self) -> np.random.SeedSequence:
         """The stream of the experiment's design, cross-validation folds, fits and methods."""
         return self.seed("search")
+
+
+def rows_problem(spec: ExperimentSpec, rows: Sequence[Mapping[str, Any]]) -> str | None:
+    """Why ``rows`` (as stored) cannot be what :func:`~raytune_fed.workflows.rfms.run_experiment` gave for
+    ``spec`` (None: they can).
+
+    One row per method of the settings, in order; every row carries the cell's own
+    coordinates; losses are None (withheld) or finite in [0, 1], one per selected model;
+    the hypervolume is the one of the row's own losses; counts are non-negative integers.
+    """
+    s = spec.settings
+    problem = one_row_each(rows, "method", s.methods)
+    if problem:
+        return problem
+    identity = {"dataset": s.dataset, "split": s.split, "learner": spec.learner, "openbox": spec.openbox,
+                "lockbox": spec.lockbox, "curators": list(spec.curators), "replication": spec.replication,
+                "experiment": spec.key}
+    for row in rows:
+        problem = _row_problem(row, identity)
+        if problem:
+            return f"its {row.get('method')} row: {problem}"
+    return None
+
+
+def _row_problem(row: Mapping[str, Any], identity: Mapping[str, Any]) -> str | None:
+    problem = identity_problem(row, identity)
+    if problem:
+        return problem
+    for name in ("n_evaluations", "n_curator_queries", "n_refused_evaluations", "n_withheld_finals"):
+        problem = number_problem(name, row.get(name), 0, float("inf"), integer=True)
+        if problem:
+            return problem
+    n = row.get("n_selected")
+    problem = number_problem("n_selected", n, 1, float("inf"), integer=True)
+    if problem:
+        return problem
+    try:
+        selected = json.loads(row.get("selected"))
+    except (TypeError, ValueError):
+        selected = None
+    if not isinstance(selected, list) or len(selected) != n:
+        return f"its selected is not a JSON list of its {n} selected configurations"
+    losses = {}
+    for name in ("openbox_outbag", "curator_outbag", "lockbox_loss"):
+        values = row.get(name)
+        if not isinstance(values, list) or len(values) != n:
+            return f"its {name} is not a list of {n} losses"
+        for value in values:
+            problem = number_problem(name, value, 0.0, 1.0, optional=name != "openbox_outbag")
+            if problem:
+                return problem
+        losses[name] = values
+    withheld = sum(c is None or lb is None for c, lb in zip(losses["curator_outbag"], losses["lockbox_loss"]))
+    if row.get("n_withheld_finals") != withheld:
+        return f"its n_withheld_finals is {row.get('n_withheld_finals')!r} where its losses withhold {withheld}"
+    problem = number_problem("hypervolume", row.get("hypervolume"), 0.0, 1.0)
+    if problem:
+        return problem
+    worst = REFERENCE_POINT[0]
+    pts = np.array([[o, worst if c is None else c, worst if lb is None else lb]
+                    for o, c, lb in zip(*losses.values())], dtype=float)
+    if abs(hypervolume(pts, REFERENCE_POINT) - row["hypervolume"]) > 1e-9:
+        return (f"its hypervolume {row['hypervolume']!r} is not the {hypervolume(pts, REFERENCE_POINT)!r} of its own "
+                f"losses")
+    return None

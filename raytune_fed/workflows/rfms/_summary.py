@@ -1,4 +1,12 @@
-"""What an RFMS grid concludes: mean/sd hypervolume per learner and method, win/loss counts."""
+"""What an RFMS grid concludes: mean/sd hypervolume per learner and method, win/loss counts; its flat tables.
+
+``results.parquet`` keeps one row per experiment x method with the selected models' losses as
+lists and their configurations as JSON (what the report and resume read); :func:`flat_results`
+gives the same rows as scalar columns (``trials``) beside the nested data in long tables:
+``selected`` (one row per selected model: ``config.<name>`` and its losses at the openbox,
+curators and lockbox), ``curators`` (one row per experiment x curator: its ledger's queries) and
+``refusals`` (one row per experiment x method x site x refusal code: what the sites refused).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +17,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from raytune_fed.report import Results, explode, format_summary_table, spread_json
 from raytune_fed.store import write_atomic
+
+NESTED = ("selected", "openbox_outbag", "curator_outbag", "lockbox_loss", "curators", "unit_n_ledger_queries",
+          "refusals")
+"""Columns of ``results.parquet`` that hold lists (per selected model, per curator) or JSON text (the
+configurations, the refusals); :func:`flat_results` turns them into long tables."""
 
 
 def summarize(frame: pd.DataFrame) -> dict[str, Any]:
@@ -42,11 +56,9 @@ def write_results(frame: pd.DataFrame, out: str | Path) -> dict[str, Any]:
 
 
 def format_summary(summary: dict[str, Any]) -> str:
-    """A plain-text table of mean (sd) hypervolume per learner and method."""
-    lines = [f"{'learner':<14} {'method':<8} {'mean HV':>8} {'sd':>7} {'n':>4}"]
-    for r in summary["hypervolume"]:
-        sd = "" if r["sd"] is None else f"{r['sd']:.3f}"
-        lines.append(f"{r['learner']:<14} {r['method']:<8} {r['mean']:>8.4f} {sd:>7} {r['n']:>4}")
+    """Mean, sd and n of the hypervolume per learner and method, then the win/loss matrix."""
+    lines = [format_summary_table("hypervolume (larger is better)", summary["hypervolume"], ("learner", "method"),
+                                  digits=4)]
     wl = summary.get("win_loss")
     if wl:
         names = wl["winner_rows"]
@@ -56,3 +68,36 @@ def format_summary(summary: dict[str, Any]) -> str:
         for n, row in zip(names, wl["matrix"]):
             lines.append(f"{n:<9}" + "".join(f"{v:>8.1f}" for v in row))
     return "\n".join(lines)
+
+
+def _refusals(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per experiment x method x site x refusal: ``kind`` ``query`` (with the site's ``code``) or
+    ``final`` (a withheld final loss), and how many (``n``)."""
+    from raytune_fed.workflows.rfms._refusals import _parse
+
+    rows = []
+    for record in frame.to_dict("records") if "refusals" in frame else ():
+        parsed, key = _parse(record["refusals"]), {"experiment": record["experiment"], "method": record["method"]}
+        rows += [{**key, "site": site, "kind": "query", "code": code, "n": int(n)}
+                 for site, codes in sorted((parsed.get("queries") or {}).items()) for code, n in sorted(codes.items())]
+        rows += [{**key, "site": site, "kind": "final", "code": None, "n": int(n)}
+                 for site, n in sorted((parsed.get("withheld_finals") or {}).items())]
+    return pd.DataFrame(rows, columns=["experiment", "method", "site", "kind", "code", "n"])
+
+
+def flat_results(frame: pd.DataFrame) -> Results:
+    """``trials``: one row per experiment x method, scalar columns (the settings as ``settings.<name>``);
+    ``selected``: one row per selected model (``config.<name>``, ``openbox_outbag``, ``curator_outbag``,
+    ``lockbox_loss``); ``curators``: one row per experiment x curator (``n_ledger_queries``); ``refusals``:
+    what the sites refused (one row per experiment x method x site x refusal code)."""
+    keys = ["experiment", "method"]
+    selected = explode(frame, keys, ["openbox_outbag", "curator_outbag", "lockbox_loss"], index="model",
+                       configs="selected")
+    units = frame.drop_duplicates("experiment")
+    curators = explode(units, ["experiment"], ["curators", "unit_n_ledger_queries"], index="position") \
+        .drop(columns="position").rename(columns={"curators": "curator", "unit_n_ledger_queries": "n_ledger_queries"})
+    trials = frame.drop(columns=[c for c in NESTED if c in frame])
+    if "settings" in trials:
+        trials = spread_json(trials, "settings", "settings")
+    return Results("rfms", trials.reset_index(drop=True),
+                   {"selected": selected, "curators": curators, "refusals": _refusals(frame)})
