@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: setup demo test test-pure test-cluster test-faults chromium clean update-constraints
+.PHONY: setup demo test test-pure test-cluster test-faults lint chromium clean update-constraints
 
 # Installs come from constraints.txt: the versions the suite passed on (README: Installs). PIP_CONSTRAINT
 # reaches the isolated build of the package too (setuptools, wheel).
@@ -27,6 +27,11 @@ demo: $(STAMP)
 # tests on the other (tests/conftest.py's scheduler).
 test: $(STAMP) chromium
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not cluster and not faults"
+
+# lint: ruff's rules (pyproject.toml [tool.ruff]) on the package, tests and examples; mypy on the package.
+lint: $(STAMP)
+	$(BIN)/ruff check raytune_fed tests examples
+	$(BIN)/mypy
 
 test-pure: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not ray and not process"

@@ -15,8 +15,16 @@ import pandas as pd
 
 from raytune_fed.runtime import connect
 from raytune_fed.workflows.rfms import (
-    RFMSSettings, build_grid, format_summary, grid_schedule, plan_sites, run_experiment, run_with_sites,
-    start_sites, summarize)
+    RFMSSettings,
+    build_grid,
+    format_summary,
+    grid_schedule,
+    plan_sites,
+    run_experiment,
+    run_with_sites,
+    start_sites,
+    summarize,
+)
 
 
 def main():
@@ -31,8 +39,8 @@ def main():
         with start_sites(plan, settings, grid_schedule(cells), sites="service", workdir=workdir) as sites:
             for cell in cells:
                 cell_rows, info = run_with_sites(
-                    cell, sites.handles, lambda openbox, curators, lockbox: run_experiment(cell, openbox, curators,
-                                                                                           lockbox))
+                    cell, sites.handles,
+                    lambda openbox, curators, lockbox: run_experiment(cell, openbox, curators, lockbox))  # noqa: B023
                 print(f"cell openbox={plan.site_names[cell.openbox]} lockbox={plan.site_names[cell.lockbox]}: "
                       f"{info['n_ledger_queries']} curator queries in the sites' ledgers")
                 rows += cell_rows

@@ -64,7 +64,10 @@ def probe_address(address: str | None, timeout: float = PROBE_SECONDS) -> None:
                 from None
         probe_address(resolved, timeout)
         return
-    host, port = _endpoint(address)
+    endpoint = _endpoint(address)
+    if endpoint is None:  # "auto" and "local" were handled above
+        raise RuntimeError(f"no endpoint for the address {address!r}")
+    host, port = endpoint
     where = f"cannot reach the Ray cluster at {address!r}"
     with open_connection(host, port, timeout, where) as conn:
         if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
@@ -92,7 +95,7 @@ def open_connection(host: str, port: int, timeout: float, where: str) -> socket.
         return socket.create_connection((host, port), timeout=timeout)
     except ConnectionRefusedError:
         raise ConfigError(f"{where}: nothing listens there (connection refused)") from None
-    except socket.timeout:
+    except TimeoutError:
         raise ConfigError(f"{where}: no connection within {timeout:g} s") from None
     except OSError as exc:
         raise ConfigError(f"{where}: {exc.strerror or exc}") from None

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 GP_BYTES_PER_PAIR = 96
 NSGA2_BYTES_PER_PAIR = 32
@@ -81,7 +81,7 @@ class Limits:
         }[what]
 
 
-@lru_cache(maxsize=None)
+@cache
 def limits() -> Limits:
     """The bounds of this machine (computed once)."""
     memory = physical_memory()

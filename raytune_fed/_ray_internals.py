@@ -6,7 +6,13 @@ Ray is imported inside each function, so importing this module loads no Ray.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # for annotations only
+    from ray._private.worker import RemoteFunction3  # the typed result of ray.remote on a 4-argument function
+
+__all__ = ["canonical_gcs_address", "cluster_config", "current_node", "report_cluster_config",
+           "session_dir"]
 
 
 def canonical_gcs_address(address: str) -> str:
@@ -19,7 +25,7 @@ def canonical_gcs_address(address: str) -> str:
 
 def report_cluster_config(gcs_address: str, record: bytes) -> None:
     """Store a serialised ``ClusterConfig`` record in the GCS at ``gcs_address`` (what Ray's launcher leaves empty)."""
-    from ray._raylet import GcsClient
+    from ray._raylet import GcsClient  # type: ignore[attr-defined]  # ray's _raylet.pyi stub omits GcsClient
 
     GcsClient(address=gcs_address).report_cluster_config(record)
 

@@ -26,8 +26,9 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from raytune_fed import _ray_internals
 from raytune_fed.errors import ConfigError
@@ -168,7 +169,7 @@ def cluster_config_record(config: Mapping[str, Any]) -> Any:
     if not isinstance(types, Mapping) or not types:
         raise ConfigError("the autoscaler config has no available_node_types to announce")
     head = config.get("head_node_type")
-    record = autoscaler_pb2.ClusterConfig()
+    record = autoscaler_pb2.ClusterConfig()  # type: ignore[attr-defined]  # protobuf-generated, no stubs
     for name, node_type in types.items():
         group = record.node_group_configs.add()
         group.name = str(name)

@@ -12,8 +12,8 @@ comes, never the result.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
 
 from raytune_fed._checks import check_int
 

@@ -41,6 +41,8 @@ class SplitError(RaytuneFedError, ValueError):
 class QueryRefusedError(RaytuneFedError, PermissionError):
     """A restricted site refused a query (wrong payload, budget spent, sealed)."""
 
+    code: str  # set on a refusal received from a site or party: its fixed refusal code
+
 
 class BudgetExhaustedError(QueryRefusedError):
     """A curator's query budget is spent."""

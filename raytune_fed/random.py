@@ -16,13 +16,13 @@ out, in any process.
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
 from raytune_fed.errors import ConfigError
 
-Seed = Union[int, np.integer, np.random.SeedSequence, np.random.Generator]
+Seed = int | np.integer | np.random.SeedSequence | np.random.Generator
 
 
 def _check(seed: Any, name: str) -> None:
@@ -81,6 +81,8 @@ def derive(root: Seed, *coordinates: int | str) -> np.random.SeedSequence:
     its own seed from its coordinates, in any process.
     """
     base = as_seed_sequence(root)
+    if base.entropy is None:  # numpy fills it in on construction; None here is a bug
+        raise RuntimeError("SeedSequence has no entropy")
     entropy = base.entropy if isinstance(base.entropy, int) else list(base.entropy)
     key = [*base.spawn_key, *(_coordinate(c) for c in coordinates)]
     return np.random.SeedSequence(entropy, spawn_key=key, pool_size=base.pool_size)

@@ -32,7 +32,8 @@ import logging
 import os
 import signal
 import threading
-from typing import Any, Collection, Mapping
+from collections.abc import Collection, Mapping
+from typing import Any
 
 from raytune_fed import _ray_internals
 from raytune_fed._address import PROBE_SECONDS, check_address, open_connection, probe_address
@@ -105,7 +106,11 @@ def connect(address: str | None = None, num_cpus: int | None = None, *, resource
                     "" if kwargs["num_cpus"] == 1 else "s")
     try:
         context = _init(ray, kwargs, on_term if callable(on_term) else None)
-    except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception when its node does not start in time
+    except Exception as exc:
+        if type(exc) is not Exception and not isinstance(exc, (ConnectionError, TimeoutError, RuntimeError,
+                                                                ValueError)):
+            raise  # not Ray's: e.g. what the caller's SIGTERM handler raised
+        # Ray raises a bare Exception when its node does not start in time
         _shutdown(ray)  # stop what the failed start left running
         raise ConfigError(start_failure(exc, address, kwargs.get("num_cpus"))) from None
     dashboard = getattr(context, "dashboard_url", None)

@@ -8,8 +8,9 @@ Internals always *minimise*.  A user-facing objective carries its direction once
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 from raytune_fed.errors import ConfigError
 

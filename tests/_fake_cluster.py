@@ -29,8 +29,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 PROVIDER = "ray.autoscaler._private.fake_multi_node.node_provider.FakeMultiNodeProvider"
 MARK = "RAYTUNE_FED_FAKE_CLUSTER"
@@ -108,7 +109,7 @@ class FakeCluster:
         env.pop("RAY_ADDRESS", None)
         return env
 
-    def start(self, timeout: float = 600.0) -> "FakeCluster":
+    def start(self, timeout: float = 600.0) -> FakeCluster:
         from ray.autoscaler._private.fake_multi_node.node_provider import FAKE_HEAD_NODE_ID
 
         self.config["provider"]["gcs_address"] = self.address

@@ -77,8 +77,8 @@ class LocalCluster:
     def alive(self) -> list[dict[str, Any]]:
         """The live nodes' resources, as the GCS sees them (read by a short-lived driver)."""
         mark = "live nodes: "  # Ray may print its own lines too (under load: lagging raylet heartbeats)
-        code = ("import json, ray; ray.init(address='%s', logging_level='ERROR'); "
-                "print(%r + json.dumps([n['Resources'] for n in ray.nodes() if n['Alive']]))" % (self.address, mark))
+        code = (f"import json, ray; ray.init(address='{self.address}', logging_level='ERROR'); "
+                f"print({mark!r} + json.dumps([n['Resources'] for n in ray.nodes() if n['Alive']]))")
         out = subprocess.run([sys.executable, "-c", code], env=self.env, capture_output=True, text=True,
                              timeout=300)
         said = [line[len(mark):] for line in out.stdout.splitlines() if line.startswith(mark)]

@@ -109,7 +109,7 @@ class SshNode:
 
     # --- set-up -------------------------------------------------------------------------------------------
 
-    def start(self, timeout: float = 120.0) -> "SshNode":
+    def start(self, timeout: float = 120.0) -> SshNode:
         missing = requirements_missing()
         if missing:
             raise RuntimeError(missing)

@@ -121,7 +121,7 @@ class Browser:
             self._driver.terminate()
             self._driver.wait(timeout=30)
 
-    def __enter__(self) -> "Browser":
+    def __enter__(self) -> Browser:
         return self
 
     def __exit__(self, *exc: Any) -> None:

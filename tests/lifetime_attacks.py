@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
-
 from attack_kit import balls, stump
+
 from raytune_fed.errors import BudgetExhaustedError, QueryRefusedError
 from raytune_fed.federation import Schedule, Unit
 
@@ -245,7 +246,6 @@ def site_cpu(call: Callable[[], Any], pid: int | None) -> tuple[float, Any]:
 
 def big_header(n_refs: int = 700_000) -> bytes:
     """A ~15 MiB JSON header with no valid session: hundreds of thousands of empty array references."""
-    import json
     import struct
 
     refs = ",".join(['{"$a":["f8",[0],0,0]}'] * n_refs)

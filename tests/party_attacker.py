@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 from sklearn.datasets import make_classification

@@ -18,13 +18,14 @@ import shutil
 import struct
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
-
 from attack_kit import balls
 from lifetime_attacks import cpu_seconds, reply_code, schedule, site_cpu
+
 from raytune_fed.errors import BudgetExhaustedError, QueryRefusedError
 from raytune_fed.federation import _wire
 from raytune_fed.federation._fields import model_to_wire

@@ -13,9 +13,10 @@ import secrets
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -138,7 +139,8 @@ def _service(tmp_path: Path, data: dict[str, Any], certs: tuple[Path, Path]) -> 
     return target
 
 
-KINDS = [pytest.param("local"), pytest.param("actor", marks=pytest.mark.ray), pytest.param("service", marks=pytest.mark.process)]
+KINDS = [pytest.param("local"), pytest.param("actor", marks=pytest.mark.ray),
+         pytest.param("service", marks=pytest.mark.process)]
 
 
 @pytest.fixture(scope="session")

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from attack_kit import balls, box, forest, group_attack, refusal, stump, with_arrays
-from raytune_fed.errors import BudgetExhaustedError, QueryRefusedError
-from raytune_fed.federation import REFUSALS
 from site_targets import X, Y, make_target, target, tls  # noqa: F401 (fixtures)
 
+from raytune_fed.errors import BudgetExhaustedError, QueryRefusedError
+from raytune_fed.federation import REFUSALS
 
 
 def test_crafted_classes_broadcasting_is_refused_and_charged(target):
@@ -134,11 +133,12 @@ def test_malformed_trees_are_refused_before_running(target, nodes, why):
 def test_site_rows_cannot_be_rewritten(make_target):
     """Old: a StandardScaler(copy=False) step rewrote the curator's rows in place.  No
     analyst object runs on a site, and its arrays are read-only copies."""
-    from raytune_fed.federation import Policy, Site
-    from site_targets import policy
-
     import tempfile
     from pathlib import Path
+
+    from site_targets import policy
+
+    from raytune_fed.federation import Policy, Site
 
     rows = X.copy()
     site = Site(rows, Y, Policy.from_mapping(policy(Path(tempfile.mkdtemp()))))

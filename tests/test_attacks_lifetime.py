@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import os
 
+import lifetime_attacks as la
 import numpy as np
 import pytest
-
-import lifetime_attacks as la
 from attack_kit import stump
+from site_targets import KINDS, X, Y, make_target, target, tls  # noqa: F401 (fixtures)
+
 from raytune_fed.federation import _wire
 from raytune_fed.federation._fields import model_to_wire
-from site_targets import KINDS, X, Y, make_target, target, tls  # noqa: F401 (fixtures)
 
 MAJORITY = float(max(np.mean(Y), 1 - np.mean(Y)))
 
@@ -97,7 +97,8 @@ def _messages(token):
 @pytest.mark.parametrize("kind", KINDS)
 def test_no_request_costs_more_than_its_time_limit(make_target, kind):
     """Old: a 15 MiB header cost 4.5 s of site CPU before the session was looked at, a 2M-node
-    chain forest 2-3 s against a 0.5 s limit (``experiments/measured/attacks_on_d8d2749.json``).  Measured as the site process's CPU time (not
+    chain forest 2-3 s against a 0.5 s limit (``experiments/measured/attacks_on_d8d2749.json``).  Measured as
+    the site process's CPU time (not
     wall time), no request costs more than ``seconds_per_query`` plus a small constant, and
     every one ends in a fixed refusal."""
     limit, slack = 0.5, 0.5

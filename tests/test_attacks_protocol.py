@@ -13,13 +13,11 @@ import secrets
 
 import numpy as np
 import pytest
-
 from attack_kit import FIXED_TEXTS, balls, box, forest, refusal, stump, with_arrays
-from raytune_fed.errors import BudgetExhaustedError, QueryRefusedError, SealedError
-from raytune_fed.federation import Schedule, Unit
-from raytune_fed.federation import _wire
 from site_targets import LOCKBOX_UNIT, OWNER, SCHEDULE, UNIT, X, make_target, target, tls  # noqa: F401
 
+from raytune_fed.errors import BudgetExhaustedError, QueryRefusedError, SealedError
+from raytune_fed.federation import Schedule, Unit, _wire
 
 
 def _probes(cur):

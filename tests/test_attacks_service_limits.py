@@ -19,14 +19,17 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
-
 from attack_kit import balls
-from party_attacker import OWNER as PARTY_OWNER, X_PASSIVE, deployed
+from party_attacker import OWNER as PARTY_OWNER
+from party_attacker import X_PASSIVE, deployed
+from site_targets import OWNER, SCHEDULE, UNIT, X, Y, policy, tls  # noqa: F401 (tls: a fixture)
+
 from raytune_fed.cli import main
 from raytune_fed.crypto import Layout, choose_block, secret_context
 from raytune_fed.errors import QueryRefusedError
@@ -36,7 +39,6 @@ from raytune_fed.federation._service import LOG_BACKUPS, log_to, serve
 from raytune_fed.federation._transports import HttpTransport
 from raytune_fed.federation.parties import PassiveClient, PassiveParty
 from raytune_fed.models.secureboost import NodeQuery
-from site_targets import OWNER, SCHEDULE, UNIT, X, Y, policy, tls  # noqa: F401 (tls: a fixture)
 
 TOKEN = "analyst-token-" + "a" * 20
 

@@ -8,17 +8,16 @@ actor and as a TLS service where it applies, and shows it fails.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import urllib.parse
 
-import pytest
-
 import lifetime_attacks as la
+import pytest
 import site_life_attacks as sa
-from raytune_fed.federation import Policy, Site, SiteClient
 from site_targets import KINDS, OWNER, X, Y, make_target, policy, start_service, stop, target, tls  # noqa: F401
+
+from raytune_fed.federation import Policy, Site, SiteClient
 
 N = 300
 

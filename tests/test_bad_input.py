@@ -13,7 +13,6 @@ import json
 import os
 import signal
 import socket
-import sys
 from pathlib import Path
 
 import numpy as np

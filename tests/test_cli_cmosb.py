@@ -122,7 +122,8 @@ def test_ctrl_c_then_the_same_command_in_another_process_gives_the_rows_of_an_un
         assert len(alive) == 4
     assert (cmosb.in_population_until >= cmosb.generation - 1).all()
     curves = summaries[1]["datasets"]["synthetic1"]
-    assert len(curves["cmosb_hypervolume_by_generation"]) == len(curves["cmosb_population_hypervolume_by_generation"]) == 3
+    assert len(curves["cmosb_hypervolume_by_generation"]) \
+        == len(curves["cmosb_population_hypervolume_by_generation"]) == 3
     assert all(p <= a + 1e-12 for p, a in zip(curves["cmosb_population_hypervolume_by_generation"],
                                               curves["cmosb_hypervolume_by_generation"]))
 

@@ -24,14 +24,14 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 import pytest
 import yaml
-
 from _fake_cluster import FakeCluster, fake_node_types
+
 from raytune_fed.data import load_dataset
 
 ROOT = Path(__file__).resolve().parent.parent

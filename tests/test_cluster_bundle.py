@@ -18,7 +18,13 @@ import yaml
 
 from raytune_fed import __version__
 from raytune_fed.cluster import (
-    CONSTRAINTS, build_bundle, check_image, cluster_config_record, offered_resources, pinned_distributions)
+    CONSTRAINTS,
+    build_bundle,
+    check_image,
+    cluster_config_record,
+    offered_resources,
+    pinned_distributions,
+)
 from raytune_fed.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -222,7 +222,6 @@ def test_aws_launcher_takes_the_config_offline(cfg, no_aws):
     """`ray up`'s first steps on this file, up to the first call to AWS: Ray's own AWS provider is importable
     (boto3 comes with the `cluster` extra) and accepts the prepared config."""
     import boto3
-
     from ray.autoscaler._private.aws.config import _configure_from_network_interfaces
     from ray.autoscaler._private.providers import _NODE_PROVIDERS
     from ray.autoscaler._private.util import check_legacy_fields

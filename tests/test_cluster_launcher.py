@@ -32,8 +32,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-
 from _ssh_node import SshNode, control_dir, launcher_config, pids_naming, requirements_missing
+
 from raytune_fed.cluster import BUNDLE_DIR, build_bundle
 
 pytestmark = [pytest.mark.cluster, pytest.mark.process]

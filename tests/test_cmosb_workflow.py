@@ -7,7 +7,13 @@ import pytest
 
 from raytune_fed.errors import ConfigError, DatasetError
 from raytune_fed.workflows.cmosb import (
-    ES_PRESETS, OBJECTIVES, PARAMETERS, CMOSBSettings, grid_values, search_space, summarize)
+    ES_PRESETS,
+    PARAMETERS,
+    CMOSBSettings,
+    grid_values,
+    search_space,
+    summarize,
+)
 from raytune_fed.workflows.cmosb._methods import es_config, trial_params
 from raytune_fed.workflows.cmosb._run import check_point, plan
 

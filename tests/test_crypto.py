@@ -4,8 +4,18 @@ import numpy as np
 import pytest
 
 from raytune_fed.crypto import (
-    Ciphertexts, GHCodec, Layout, MissingSecretKeyError, OpCounts, OpTimes, calibrate, choose_block,
-    load_public_context, plain_mask_sums, secret_context)
+    Ciphertexts,
+    GHCodec,
+    Layout,
+    MissingSecretKeyError,
+    OpCounts,
+    OpTimes,
+    calibrate,
+    choose_block,
+    load_public_context,
+    plain_mask_sums,
+    secret_context,
+)
 from raytune_fed.errors import BoundaryViolationError, ConfigError
 
 

@@ -19,8 +19,13 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils import Bunch
 
-from raytune_fed.data import Dataset, DatasetInfo, list_datasets, load_dataset
-from raytune_fed.data import _openml  # the network seam, replaced by a stub in the OpenML tests
+from raytune_fed.data import (
+    Dataset,
+    DatasetInfo,
+    _openml,  # the network seam, replaced by a stub in the OpenML tests
+    list_datasets,
+    load_dataset,
+)
 from raytune_fed.errors import DatasetError, DatasetUnavailableError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

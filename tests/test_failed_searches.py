@@ -55,7 +55,7 @@ def test_pu_halving_scheduler_with_every_trial_failed_names_no_best(ray_session,
                tune_config=tune.TuneConfig(scheduler=scheduler, reuse_actors=True),
                run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0)).fit()
     with pytest.raises(ConfigError, match="every job failed"):
-        scheduler.best_config_id
+        scheduler.best_config_id  # noqa: B018 - the property raises
 
 
 def test_parego_search_with_every_trial_failed_has_an_empty_front(ray_session, tmp_path):

@@ -7,16 +7,28 @@ import json
 
 import numpy as np
 import pytest
-
 from attack_kit import stump, with_arrays
+from site_targets import X, Y
+
 from raytune_fed.errors import BoundaryViolationError, ConfigError
 from raytune_fed.federation import (
-    Blob, Bytes, DifferencingGuard, FinalLosses, Loss, Party, Policy, Schedule, Text, Unit, check_outgoing,
-    load_policy, restricted)
-from raytune_fed.federation import _wire
+    Blob,
+    Bytes,
+    DifferencingGuard,
+    FinalLosses,
+    Loss,
+    Party,
+    Policy,
+    Schedule,
+    Text,
+    Unit,
+    _wire,
+    check_outgoing,
+    load_policy,
+    restricted,
+)
 from raytune_fed.federation._ledger import SiteLedger
 from raytune_fed.models import LEARNERS, ModelRecord, RecordError, get_learner, rebuild_model
-from site_targets import X, Y
 
 CONFIGS = {"elastic_net": [{"alpha": 0.5, "lambda": 0.01}, {"alpha": 1.0, "lambda": 0.001}],
            "svm": [{"C": 1.0, "sigma": 0.05}, {"C": 100.0, "sigma": 3.0}],

@@ -13,11 +13,11 @@ import signal
 import time
 
 import pytest
-
 from attack_kit import balls, stump
+from site_targets import LOCKBOX_UNIT, UNIT, X, make_target, start_service, tls  # noqa: F401
+
 from raytune_fed.errors import BudgetExhaustedError, QueryRefusedError, SealedError
 from raytune_fed.federation import SiteClient
-from site_targets import LOCKBOX_UNIT, UNIT, X, make_target, start_service, tls  # noqa: F401
 
 
 def _use(cur, lb):

@@ -8,12 +8,12 @@ import sys
 
 import numpy as np
 import pytest
-
 from attack_kit import stump
+from site_targets import SCHEDULE, UNIT, X, Y, make_target, policy, start_service, tls  # noqa: F401
+
 from raytune_fed.cli import main
 from raytune_fed.errors import ConfigError, QueryRefusedError
 from raytune_fed.federation import SiteClient, SiteSession, load_site_directory
-from site_targets import SCHEDULE, UNIT, X, Y, make_target, policy, start_service, tls  # noqa: F401
 
 
 @pytest.mark.process
@@ -120,7 +120,8 @@ def _simulated_answers(tmp_path, deployment):
     return answers
 
 
-@pytest.mark.parametrize("deployment", [pytest.param("actor", marks=pytest.mark.ray), pytest.param("service", marks=pytest.mark.process)])
+@pytest.mark.parametrize("deployment", [pytest.param("actor", marks=pytest.mark.ray),
+                                        pytest.param("service", marks=pytest.mark.process)])
 def test_simulated_sites_answer_alike_in_every_deployment(request, tmp_path, deployment):
     """The grid's seed, not the deployment, decides every site's answers."""
     if deployment == "actor":

@@ -12,8 +12,17 @@ import pytest
 
 from raytune_fed.errors import ConfigError
 from raytune_fed.grid import (
-    MAX_CELLS, Cell, CellResult, GridIncompleteError, ProgressBar, ProgressLines, RayExecutor, check_grid_size,
-    make_progress, run_cells)
+    MAX_CELLS,
+    Cell,
+    CellResult,
+    GridIncompleteError,
+    ProgressBar,
+    ProgressLines,
+    RayExecutor,
+    check_grid_size,
+    make_progress,
+    run_cells,
+)
 from raytune_fed.random import as_generator, derive
 from raytune_fed.store import ResultStore
 

@@ -97,7 +97,8 @@ def test_a_killed_worker_is_retried_and_every_cell_is_stored_once(ray_session, t
     first, second = _attempts(tmp_path, 0)  # killed once (by pid), then retried in another process
     assert first != second
     retried = [line for line in lines if "retrying it" in line]  # the retry is said, on one line
-    assert retried == [next(line for line in lines if line.startswith("job 0: its worker was lost (WorkerCrashedError"))]
+    assert retried == [next(line for line in lines
+                            if line.startswith("job 0: its worker was lost (WorkerCrashedError"))]
     assert retried[0].endswith("retrying it once a node can host it (retry 1 of 2)")
     assert [r.key for r in result.records] == [j.key for j in jobs] and len(store) == 4
     assert sorted(p.stem for p in store.units.glob("*.json")) == sorted(j.key for j in jobs)

@@ -119,8 +119,8 @@ def test_the_untouched_record_passes_every_check(finished):
     c = record["config"]
     spec = ExperimentSpec(settings, c["openbox"], c["lockbox"], tuple(c["curators"]), c["replication"], c["learner"],
                           ("a", "b", "c"))
-    assert spec.key == record["key"] and spec.check_rows(record["rows"]) is None and rows_problem(spec, record["rows"]) \
-        is None
+    assert spec.key == record["key"] and spec.check_rows(record["rows"]) is None \
+        and rows_problem(spec, record["rows"]) is None
 
 
 class Twice(Cell):

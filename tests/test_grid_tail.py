@@ -22,7 +22,6 @@ from raytune_fed.grid import Cell, InProcessExecutor, RayExecutor, Running, Usag
 from raytune_fed.models import CVPlan, ElasticNetLogistic, cross_validate, get_learner
 from raytune_fed.store import ResultStore
 
-
 # ------------------------------------------------------------------ grants
 
 @pytest.mark.parametrize("node_cpus, running, expected", [

@@ -195,7 +195,8 @@ def test_time_budget_stops_the_search_and_picks_from_the_highest_rung():
     assert core.is_finished and core.ask(5) == []
     i, _ = core.best_id()
     told = [i for i, t, _, _ in core.results() if t == 1]
-    assert len(told) == 3 and core.configuration(i) == _configs(10)[min(told, key=lambda i: _metric({"x": i / 10, "n_rows": 15}))]
+    assert len(told) == 3 \
+        and core.configuration(i) == _configs(10)[min(told, key=lambda i: _metric({"x": i / 10, "n_rows": 15}))]
 
 
 def test_state_round_trip_continues_exactly():
@@ -269,7 +270,8 @@ BAD_INPUT = [
     (lambda: _core().best(), r"no results told yet"),
     (lambda: _core().configuration(10), r"config_id must be an integer in \[0, 9\], got 10"),
     (lambda: _core().set_state({"version": 99, "kind": "SuccessiveHalving"}), r"not a SuccessiveHalving state"),
-    (lambda: _core().set_state({**_core().get_state(), "version": 1}), r"unsupported SuccessiveHalving state version 1"),
+    (lambda: _core().set_state({**_core().get_state(), "version": 1}),
+     r"unsupported SuccessiveHalving state version 1"),
     (lambda: _core().set_state({**_core().get_state(), "settings": {}}), r"other settings"),
     (lambda: _core().set_state({**_core().get_state(), "core": {"members": [[0]]}}), r"malformed"),
 ]

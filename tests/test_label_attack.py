@@ -5,8 +5,15 @@ import pytest
 from scipy.sparse.csgraph import connected_components
 
 from raytune_fed.attacks import (
-    balanced_sample, cluster_and_label, cooccurrence, leaf_mutual_information, partition_mutual_information,
-    component_clusters, privacy_leakage, spectral_clusters)
+    balanced_sample,
+    cluster_and_label,
+    component_clusters,
+    cooccurrence,
+    leaf_mutual_information,
+    partition_mutual_information,
+    privacy_leakage,
+    spectral_clusters,
+)
 from raytune_fed.errors import ConfigError
 from raytune_fed.models.secureboost import PassiveView
 
@@ -62,7 +69,7 @@ def test_spectral_clusters_repeat_on_a_graph_in_many_pieces():
 def test_spectral_clusters_split_a_graph_of_as_many_components_as_clusters_into_them():
     affinity, group = _disconnected_affinity(3, 150, seed=2)
     labels = spectral_clusters(affinity, 3)
-    assert len({(g, l) for g, l in zip(group, labels)}) == 3  # each component is one cluster
+    assert len({(g, c) for g, c in zip(group, labels)}) == 3  # each component is one cluster
     lonely = np.ones((50, 50))  # one row apart from the rest: ARPACK put it with the others
     lonely[0, 1:] = lonely[1:, 0] = 0.0
     labels = spectral_clusters(lonely, 2)
@@ -80,7 +87,7 @@ def test_more_components_than_clusters_are_packed_whole_and_balanced_largest_fir
     affinity, _ = _disconnected_affinity(30, 200, seed=1)
     _, component = connected_components(affinity > 0, directed=False)
     labels = spectral_clusters(affinity, 2)
-    assert len({(g, l) for g, l in zip(component, labels)}) == component.max() + 1  # no component is split
+    assert len({(g, c) for g, c in zip(component, labels)}) == component.max() + 1  # no component is split
     assert np.bincount(labels).max() - np.bincount(labels).min() <= np.bincount(component).max()
 
 

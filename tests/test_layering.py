@@ -119,12 +119,17 @@ def _imports(module: str, path: Path, package: bool) -> list[_Import]:
                 base = ".".join([*anchor, *([node.module] if node.module else [])])
             found.append(_Import(base, node.lineno, lazy))
             found.extend(_Import(f"{base}.{a.name}", node.lineno, lazy) for a in node.names if a.name != "*")
-        inner = lazy or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        inner = lazy or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) or _type_checking(node)
         for child in ast.iter_child_nodes(node):
             visit(child, inner)
 
     visit(ast.parse(path.read_text(encoding="utf-8"), str(path)), False)
     return found
+
+
+def _type_checking(node: ast.AST) -> bool:
+    """``if TYPE_CHECKING:``: its imports never run (annotations only), so they load nothing."""
+    return isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
 
 
 def _owner(target: str, modules: dict) -> str | None:

@@ -15,14 +15,14 @@ import stat
 
 import numpy as np
 import pytest
-
 from attack_kit import balls
+from site_life_attacks import spend
+from site_targets import OWNER, SCHEDULE, SITE, UNIT, X, Y, policy
+
 from raytune_fed.cli import main
 from raytune_fed.errors import BudgetExhaustedError, ConfigError
 from raytune_fed.federation import Policy, Site, SiteClient
 from raytune_fed.federation._ledger import SiteLedger
-from site_life_attacks import spend
-from site_targets import OWNER, SCHEDULE, SITE, UNIT, X, Y, policy
 
 
 def _site(tmp_path):

@@ -228,7 +228,8 @@ def test_pu_prints_its_summary_in_the_shared_format_without_nan(pu_run):
     stored = pd.read_parquet(out / "results.parquet").set_index("variant")
     assert table[0] == ["dataset", "c", "variant", "mean", "sd", "n"]
     assert [(r[2], r[4], r[5]) for r in table[1:]] == [("ode-ipm-sh", "-", "1"), ("upu", "-", "1")]
-    assert [float(r[3]) for r in table[1:]] == [round(100 * stored.loc[v, "test_auc"], 2) for v in ("ode-ipm-sh", "upu")]
+    assert [float(r[3]) for r in table[1:]] == [round(100 * stored.loc[v, "test_auc"], 2)
+                                                for v in ("ode-ipm-sh", "upu")]
     assert "nan" not in stdout.lower()
 
 

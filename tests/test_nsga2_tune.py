@@ -23,7 +23,6 @@ POPULATION = 4
 def make_problem(marker=None):
     # defined inside a function so cloudpickle ships it by value: tests/ is not importable on workers
     def problem(config: dict) -> dict:
-        import os
         import time
 
         if marker is not None and _take(marker):

@@ -7,15 +7,23 @@ experiments/attacks_on_d8d2749_party.py``, ``experiments/measured/attacks_on_d8d
 
 import numpy as np
 import pytest
-
 from party_attacker import (
-    OWNER, X_PASSIVE, _worker, crafted_powers, decrypted_noise, deployed, shrunken_bins, split_masks, true_bins,
-    used_bins)
-from raytune_fed.crypto import Layout, choose_block
-from raytune_fed.models.secureboost import NodeQuery
-from raytune_fed.crypto import secret_context
+    OWNER,
+    X_PASSIVE,
+    _worker,
+    crafted_powers,
+    decrypted_noise,
+    deployed,
+    shrunken_bins,
+    split_masks,
+    true_bins,
+    used_bins,
+)
+
+from raytune_fed.crypto import Layout, choose_block, secret_context
 from raytune_fed.errors import QueryRefusedError
 from raytune_fed.federation.parties import PassiveClient, PassiveParty
+from raytune_fed.models.secureboost import NodeQuery
 from raytune_fed.models.secureboost._binning import grid_edges, quantile_edges
 
 KINDS = ["local", "service", pytest.param("actor", marks=pytest.mark.ray)]

@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+from site_targets import launch
 from sklearn.datasets import make_classification
 
 from raytune_fed.cli import main
@@ -16,7 +17,6 @@ from raytune_fed.federation import _wire
 from raytune_fed.federation._transports import HttpTransport
 from raytune_fed.federation.parties import PassiveClient
 from raytune_fed.models.secureboost import SecureBoostClassifier
-from site_targets import launch
 
 OWNER = "party-owner-" + "o" * 20
 PARAMS = dict(n_federated_trees=3, max_depth=3, purity_threshold=1.0, learning_rate=0.3)

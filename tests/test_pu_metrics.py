@@ -191,7 +191,8 @@ def test_density_ratio_has_mean_one_over_positives_it_has_not_seen(n_p, d):
 # ------------------------------------------------------------------ bad input
 
 BAD_INPUT = [
-    (lambda: auc_pu([1, 1, 1], [0.1, 0.2, 0.3]), DatasetError, r"needs labelled and unlabelled rows; got 3 labelled of 3"),
+    (lambda: auc_pu([1, 1, 1], [0.1, 0.2, 0.3]), DatasetError,
+     r"needs labelled and unlabelled rows; got 3 labelled of 3"),
     (lambda: auc_pu([0, 0], [0.1, 0.2]), DatasetError, r"got 0 labelled of 2"),
     (lambda: auc_pu([1, 2, 0], [0.1, 0.2, 0.3]), DatasetError, r"s must hold 1 \(labelled\) and 0 \(unlabelled\)"),
     (lambda: auc_pu([1, 0], [0.1]), DatasetError, r"same length, got shapes \(2,\) and \(1,\)"),

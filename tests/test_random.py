@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from raytune_fed.errors import ConfigError
-from raytune_fed.random import (
-    as_generator, derive, generator_from_state, generator_state, seed_int, spawn)
+from raytune_fed.random import as_generator, derive, generator_from_state, generator_state, seed_int, spawn
 
 
 def test_derive_depends_on_coordinates_not_on_call_order():

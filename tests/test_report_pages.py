@@ -3,8 +3,6 @@ and each workflow's page opened in headless Chromium after a real (tiny) run."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest

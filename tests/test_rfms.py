@@ -5,18 +5,26 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-
 from _sites_csv import write_sites_csv
 
+from raytune_fed.algorithms import Thresholdout
 from raytune_fed.cli import main
 from raytune_fed.errors import ConfigError, DatasetError, SplitError
-from raytune_fed.workflows.rfms import (
-    METHODS, ExperimentSpec, RFMSSettings, build_grid, get_methods, grid_schedule, run_experiment, run_grid,
-    start_sites, unit_of)
-from raytune_fed.algorithms import Thresholdout
 from raytune_fed.federation import OpenBox
-from raytune_fed.models import get_learner
 from raytune_fed.grid import ProgressLines
+from raytune_fed.models import get_learner
+from raytune_fed.workflows.rfms import (
+    METHODS,
+    ExperimentSpec,
+    RFMSSettings,
+    build_grid,
+    get_methods,
+    grid_schedule,
+    run_experiment,
+    run_grid,
+    start_sites,
+    unit_of,
+)
 
 TINY = dict(n_init=3, n_iter=2, n_folds=3)
 

@@ -9,9 +9,9 @@ import pytest
 from ray import tune
 
 from raytune_fed.data import load_dataset
+from raytune_fed.federation import OpenBox, Schedule, Unit, start_sites
 from raytune_fed.models import get_learner
 from raytune_fed.search import GPSearch, ParEGOSearch
-from raytune_fed.federation import OpenBox, Schedule, Unit, start_sites
 
 N_TRIALS = 8
 
@@ -19,8 +19,8 @@ N_TRIALS = 8
 def make_rfms_objective():
     # built inside a function so cloudpickle ships it by value (tests/ is not importable on workers)
     def rfms_objective(config, openbox, curators):
-        from raytune_fed.models import get_learner
         from raytune_fed.federation import query_all
+        from raytune_fed.models import get_learner
 
         learner = get_learner("svm")
         local = openbox.cv_error(learner, config, n_folds=3, seed=0)

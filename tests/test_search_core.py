@@ -19,8 +19,14 @@ from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 
 from raytune_fed.algorithms import GPMinimizer, GPSettings, ParEGO
 from raytune_fed.algorithms.gp import fit_gp
-from raytune_fed.algorithms.parego import (default_lattice_size, n_inner_lattice_rows, normalize_objectives,
-                                           sample_lattice_weights, spread_weights, tchebycheff)
+from raytune_fed.algorithms.parego import (
+    default_lattice_size,
+    n_inner_lattice_rows,
+    normalize_objectives,
+    sample_lattice_weights,
+    spread_weights,
+    tchebycheff,
+)
 from raytune_fed.errors import ConfigError
 from raytune_fed.metrics import hypervolume
 from raytune_fed.space import Categorical, Float, Int, SearchSpace

@@ -264,7 +264,8 @@ def test_a_split_answer_that_does_not_divide_the_node_is_refused(answer):
     X, y = _data()
     liar = _Liar(PassiveWorker(X[:, 4:]), answer)
     with pytest.raises(ConfigError,
-                       match=r"passive party 1 answered a split of tree 0 node \d+ that does not divide the node's rows"):
+                       match=r"passive party 1 answered a split of tree 0 node \d+ "
+                             r"that does not divide the node's rows"):
         _model(n_federated_trees=1, max_depth=2, purity_threshold=1.0).fit(X[:, :4], y, passive=[liar],
                                                                            rows=np.arange(len(y)))
 

@@ -7,9 +7,16 @@ from raytune_fed.attacks import privacy_leakage
 from raytune_fed.crypto import secret_context
 from raytune_fed.errors import BoundaryViolationError, ConfigError, QueryRefusedError
 from raytune_fed.federation.parties import (
-    ActiveParty, PassiveClient, PassiveParty, RouteBits, RowIds, TrainingReport, check_party_answer)
-from raytune_fed.models.secureboost import PassiveWorker, SecureBoostClassifier
+    ActiveParty,
+    PassiveClient,
+    PassiveParty,
+    RouteBits,
+    RowIds,
+    TrainingReport,
+    check_party_answer,
+)
 from raytune_fed.federation.parties._passive_party import privacy_seed
+from raytune_fed.models.secureboost import PassiveWorker, SecureBoostClassifier
 
 OWNER = "passive-owner-" + "x" * 16
 TIMES = dict(encryption=0.005, decryption=0.002, addition=0.0003, product=0.0006)

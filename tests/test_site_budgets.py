@@ -12,12 +12,12 @@ import json
 
 import numpy as np
 import pytest
-
 from attack_kit import balls, refusal, stump
+from site_targets import OWNER, SITE, X, Y, policy, start_service
+
 from raytune_fed.errors import BudgetExhaustedError, QueryRefusedError, SealedError
 from raytune_fed.federation import Policy, Schedule, Site, SiteClient, SiteSession, Unit, _wire
 from raytune_fed.federation._transports import LocalTransport
-from site_targets import OWNER, SITE, X, Y, policy, start_service
 
 CURATOR_UNITS = [Unit("s0", "s2", (SITE,), r) for r in range(3)]
 LOCKBOX_UNITS = [Unit("s0", SITE, ("s2",), r) for r in range(3)]

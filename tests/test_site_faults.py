@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from _sites_csv import write_sites_csv
+
 from raytune_fed.store import ResultStore
 from raytune_fed.workflows.rfms import RFMSSettings, run_grid
 

@@ -9,14 +9,13 @@ import dataclasses
 
 import numpy as np
 import pytest
+from site_targets import UNIT, X, Y, make_target, target, tls  # noqa: F401
 
 from raytune_fed.errors import QueryRefusedError, SealedError
-from raytune_fed.federation import (
-    RECORD_TYPES, FinalLosses, Ledger, Loss, OpenBox, SiteStatus, final_all, query_all)
+from raytune_fed.federation import RECORD_TYPES, FinalLosses, Ledger, Loss, OpenBox, SiteStatus, final_all, query_all
 from raytune_fed.models import get_learner
 from raytune_fed.random import derive
 from raytune_fed.simulation import inbag_outbag
-from site_targets import UNIT, X, Y, make_target, target, tls  # noqa: F401
 
 SVM = get_learner("svm")
 

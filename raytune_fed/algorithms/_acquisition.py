@@ -11,7 +11,8 @@ as constant liars (the current best value), so a batch does not collapse onto on
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from scipy.optimize import minimize
@@ -74,15 +75,15 @@ def _propose_ei(X, y, rng, snap, exclude, settings: GPSettings) -> np.ndarray:
 
     scale = 1.0 / post.y_std
     starts = np.argsort(-ei, kind="stable")[: settings.n_starts]
-    polished = []
+    polished: list[np.ndarray] = []
     for i in starts:
         res = minimize(lambda x: tuple(-scale * t for t in post.ei_and_grad(x, best, xi)),
                        cand[i], jac=True, method="L-BFGS-B", bounds=[(0.0, 1.0)] * d, options={"maxiter": 100})
         polished.append(np.clip(res.x, 0.0, 1.0))
     if polished:
-        polished = np.array(polished)
-        cand = np.vstack([polished, cand])
-        ei = np.concatenate([expected_improvement(*post.predict(polished), best, xi), ei])
+        tops = np.array(polished)
+        cand = np.vstack([tops, cand])
+        ei = np.concatenate([expected_improvement(*post.predict(tops), best, xi), ei])
     order = np.argsort(-ei, kind="stable")
 
     for chunk in (order[:_SNAP_CHUNK], order[_SNAP_CHUNK:]):

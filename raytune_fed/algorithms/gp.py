@@ -13,7 +13,8 @@ most of a likelihood evaluation inside the regressor went to kernel-object bookk
 arithmetic.  Here one evaluation is a handful of array operations on the ``n (n - 1) / 2``
 pairs below the diagonal: their squared differences are computed once per fit, so
 distances and every length-scale gradient are two matrix-vector products, and the
-Cholesky factor and inverse come straight from LAPACK (``potrf``/``potri``).  The objective, its start and bounds are the same, so the
+Cholesky factor and inverse come straight from LAPACK (``potrf``/``potri``).  The objective, its start
+and bounds are the same, so the
 optimum is the same up to rounding; ``experiments/bench_searchers.py`` measures both the
 speed and the hypervolume against the former implementation.
 
@@ -24,8 +25,9 @@ expected improvement with its analytic gradient, vectorised over many points.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 from scipy.linalg import lapack, solve_triangular

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from raytune_fed._checks import check_int
 from raytune_fed.algorithms._acquisition import propose_config, random_config

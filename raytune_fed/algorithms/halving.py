@@ -42,7 +42,8 @@ answer is the best configuration of the highest round with a told result.
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, TypedDict
 
 import numpy as np
 
@@ -56,6 +57,19 @@ from raytune_fed.space import Categorical, SearchSpace
 SIGNIFICANT_DIGITS = 6  # values ranked at this precision (see comparable)
 
 RESERVED_KEYS = ("config_id", "rung", "n_rows")
+
+
+class HalvingSettings(TypedDict):
+    """The arguments a :class:`SuccessiveHalving` was built with (``settings``)."""
+
+    n_rows: int
+    budget_samples: int
+    budget_seconds: float | None
+    schedule: str
+    eta0: float
+    mu: float
+    min_rows: int
+    asynchronous: bool
 
 
 def finite_space(configs: Sequence[Mapping[str, Any]]) -> SearchSpace:
@@ -118,10 +132,11 @@ class SuccessiveHalving(SearchCore):
             raise ConfigError(f"asynchronous must be True or False, got {asynchronous!r}")
         super().__init__(space, seed=seed)
         self._set = space.normalize(configs, "a configuration of the set")
-        self.settings = {"n_rows": n_rows, "budget_samples": self.table.budget_samples,
-                         "budget_seconds": None if budget_seconds is None else float(budget_seconds),
-                         "schedule": schedule, "eta0": float(eta0), "mu": float(mu), "min_rows": min_rows,
-                         "asynchronous": asynchronous}
+        self.settings: HalvingSettings = {
+            "n_rows": n_rows, "budget_samples": self.table.budget_samples,
+            "budget_seconds": None if budget_seconds is None else float(budget_seconds),
+            "schedule": schedule, "eta0": float(eta0), "mu": float(mu), "min_rows": min_rows,
+            "asynchronous": asynchronous}
         k, n_rungs = len(self._set), len(self.table.rungs)
         order = [int(i) for i in self._rng.permutation(k)]
         self._tie = _ranks(order)

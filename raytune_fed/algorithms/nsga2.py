@@ -50,7 +50,8 @@ the current population can be followed generation by generation.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from pymoo.algorithms.moo.nsga2 import NSGA2 as PymooNSGA2
@@ -91,9 +92,13 @@ class _Genome:
                 hi.append(math.log(p.high) if p.log else p.high)
                 integer.append(False)
             elif isinstance(p, Int):
-                lo.append(p.low), hi.append(p.high), integer.append(True)
+                lo.append(p.low)
+                hi.append(p.high)
+                integer.append(True)
             else:
-                lo.append(0), hi.append(len(p.choices) - 1), integer.append(True)
+                lo.append(0)
+                hi.append(len(p.choices) - 1)
+                integer.append(True)
         self.lower, self.upper = np.array(lo, dtype=float), np.array(hi, dtype=float)
         self.integer = np.array(integer, dtype=bool)
 

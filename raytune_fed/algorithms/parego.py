@@ -24,7 +24,8 @@ drawn by "stars and bars" without enumerating the lattice.  Objectives are minim
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

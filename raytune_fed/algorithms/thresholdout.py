@@ -23,7 +23,6 @@ from raytune_fed._checks import check_float, check_int
 from raytune_fed.errors import ConfigError
 from raytune_fed.random import Seed, as_generator
 
-
 MAX_BUDGET = 2 ** 63 - 1
 """The largest budget: a site's policy and ledger keep it as a 64-bit integer (TOML's), and no grid
 asks that many queries, so a larger one would never bind (leave the budget out for none)."""

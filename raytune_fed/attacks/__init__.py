@@ -8,8 +8,15 @@ about the labels (Figure 3).  The defences are SecureBoost parameters
 """
 
 from raytune_fed.attacks._ica import (
-    N_SAMPLE, Leakage, balanced_sample, cluster_and_label, component_clusters, cooccurrence, privacy_leakage,
-    spectral_clusters)
+    N_SAMPLE,
+    Leakage,
+    balanced_sample,
+    cluster_and_label,
+    component_clusters,
+    cooccurrence,
+    privacy_leakage,
+    spectral_clusters,
+)
 from raytune_fed.attacks._mutual_info import leaf_mutual_information, partition_mutual_information
 
 __all__ = ["N_SAMPLE", "Leakage", "balanced_sample", "cluster_and_label", "component_clusters", "cooccurrence",

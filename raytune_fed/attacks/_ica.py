@@ -20,8 +20,9 @@ nothing seen (every node kept local), the attacker can only guess: ``1 / n_class
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import scipy.linalg

@@ -7,7 +7,7 @@ the instance clustering attack exploits.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from sklearn.metrics import mutual_info_score

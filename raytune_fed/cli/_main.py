@@ -8,7 +8,8 @@ import shlex
 import signal
 import sys
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from raytune_fed.cli import cluster, cmosb, datasets, party, pu, report, rfms, site
 from raytune_fed.cli._options import Parser

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any, NoReturn, Sequence
+from collections.abc import Iterable
+from typing import Any, NoReturn, TypeVar, overload
 
 GRID_EPILOG = """\
 Resuming: the grid stores every finished cell under OUT/units/ as it arrives; running the
@@ -64,18 +65,29 @@ def grid_options(args: argparse.Namespace) -> dict[str, Any]:
             "max_retries": args.max_retries, "progress": make_progress()}
 
 
+_N = TypeVar("_N")  # the namespace object argparse fills
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line (``raytune-fed: error: <command>: <problem>``) and exit code 2,
     and it points at the help of the (sub)command whose arguments it could not read."""
 
-    def parse_known_args(self, args: Sequence[str] | None = None,
-                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+    @overload
+    def parse_known_args(self, args: Iterable[str] | None = None,
+                         namespace: None = None) -> tuple[argparse.Namespace, list[str]]: ...
+    @overload
+    def parse_known_args(self, args: Iterable[str] | None, namespace: _N) -> tuple[_N, list[str]]: ...
+    @overload
+    def parse_known_args(self, *, namespace: _N) -> tuple[_N, list[str]]: ...
+
+    def parse_known_args(self, args: Iterable[str] | None = None,
+                         namespace: _N | None = None) -> tuple[_N | argparse.Namespace, list[str]]:
         # a subcommand's parser hands what it does not know up to the top parser, which would name
         # 'raytune-fed --help': refuse it where it was read
-        namespace, extras = super().parse_known_args(args, namespace)
+        parsed, extras = super().parse_known_args(args, namespace)
         if extras:
             self.error(f"unrecognized arguments: {' '.join(extras)}")
-        return namespace, extras
+        return parsed, extras
 
     def error(self, message: str) -> NoReturn:
         command = self.prog.removeprefix("raytune-fed").strip()

@@ -64,7 +64,7 @@ class RayLineFilter:
 
     terminal: TextIO | None = None
 
-    def __enter__(self) -> "RayLineFilter":
+    def __enter__(self) -> RayLineFilter:
         sys.stderr.flush()
         self._on_terminal = _stderr_is_terminal()
         self._saved = os.dup(2)

@@ -23,8 +23,14 @@ def run(args: argparse.Namespace) -> None:
     check_output_dir(args.dir)  # the page goes beside the results: a read-only folder is one line, not a traceback
     if workflow == "rfms":
         from raytune_fed.workflows.rfms import write_report
+
+        page = write_report(args.dir)
     elif workflow == "pu":
-        from raytune_fed.workflows.pu import write_report
+        from raytune_fed.workflows.pu import write_report as write_pu_report
+
+        page = write_pu_report(args.dir)
     else:
-        from raytune_fed.workflows.cmosb import write_report
-    print(f"report ({workflow}): {write_report(args.dir)}")
+        from raytune_fed.workflows.cmosb import write_report as write_cmosb_report
+
+        page = write_cmosb_report(args.dir)
+    print(f"report ({workflow}): {page}")

@@ -4,12 +4,24 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TypedDict
 
 from raytune_fed.cli._options import GRID_EPILOG, HelpFormatter, add_grid_options, csv, grid_options
 from raytune_fed.simulation import SPLIT_METHODS
 
-DEMO = {"dataset": "geo5_sim", "split": "natural", "learners": ("elastic_net",), "n_pairs": 2, "n_reps": 1,
-        "n_init": 20, "n_iter": 40}
+
+class _Demo(TypedDict):
+    dataset: str
+    split: str
+    learners: tuple[str, ...]
+    n_pairs: int
+    n_reps: int
+    n_init: int
+    n_iter: int
+
+
+DEMO: _Demo = {"dataset": "geo5_sim", "split": "natural", "learners": ("elastic_net",), "n_pairs": 2, "n_reps": 1,
+               "n_init": 20, "n_iter": 40}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -70,11 +82,11 @@ def rfms_settings(args: argparse.Namespace):
     """The grid's settings from parsed ``rfms`` arguments (also read by ``site plan`` and ``site rows``)."""
     from raytune_fed.workflows.rfms import RFMSSettings
 
-    chosen = {"methods": tuple(args.methods)} if args.methods is not None else {}
+    methods = RFMSSettings.methods if args.methods is None else tuple(args.methods)  # the class default if none
     return RFMSSettings(dataset=args.dataset, target=args.target, site_column=args.site_column,
                         split=args.split, pca_variance=args.pca_variance, n_init=args.n_init,
                         n_iter=args.n_iter, n_folds=args.n_folds, seed=args.seed,
-                        thresholdout_budget=args.thresholdout_budget, guard_k=args.guard_k, **chosen)
+                        thresholdout_budget=args.thresholdout_budget, guard_k=args.guard_k, methods=methods)
 
 
 def run_rfms(args: argparse.Namespace) -> None:
@@ -83,7 +95,6 @@ def run_rfms(args: argparse.Namespace) -> None:
 
 def _run(args: argparse.Namespace, settings, learners, n_reps, n_pairs, *, report: bool) -> None:
     from raytune_fed.workflows.rfms import format_summary, run_grid, summarize, write_report
-
     from raytune_fed.workflows.rfms._refusals import EmptyResultError
 
     empty = None

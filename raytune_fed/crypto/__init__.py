@@ -10,17 +10,31 @@ overwritten by noise and the ciphertext's own noise flooded (so the key holder c
 the masks from it either).  Ciphertexts cross parties only as :class:`Ciphertexts` (bytes with
 a declared size).  ``scheme="plain"`` runs the same protocol without encryption and counts
 the operations BFV would do.  :class:`OpCounts` tallies operations; :func:`calibrate`
-measures seconds per operation on this machine (:data:`REFERENCE_OP_TIMES` are fixed ones), and :meth:`OpTimes.cost` is eq. 5 of the
+measures seconds per operation on this machine (:data:`REFERENCE_OP_TIMES` are fixed ones), and
+:meth:`OpTimes.cost` is eq. 5 of the
 CMOSB paper.
 """
 
 from raytune_fed.crypto._calibrate import REFERENCE_OP_TIMES, calibrate
 from raytune_fed.crypto._contexts import (
-    MissingSecretKeyError, PublicContext, SecretContext, check_scheme, load_public_context, plain_mask_sums,
-    secret_context)
+    MissingSecretKeyError,
+    PublicContext,
+    SecretContext,
+    check_scheme,
+    load_public_context,
+    secret_context,
+)
 from raytune_fed.crypto._counters import OPERATIONS, OpCounts, OpTimes
 from raytune_fed.crypto._fixed import GHCodec
-from raytune_fed.crypto._layout import MAX_BLOCK, POLY_DEGREE, Layout, OneHotMasks, ThresholdMasks, choose_block
+from raytune_fed.crypto._layout import (
+    MAX_BLOCK,
+    POLY_DEGREE,
+    Layout,
+    OneHotMasks,
+    ThresholdMasks,
+    choose_block,
+    plain_mask_sums,
+)
 from raytune_fed.crypto._payload import SCHEMES, Ciphertexts
 
 __all__ = [

@@ -16,16 +16,15 @@ trees.  Every context tallies its operations in ``counts`` (and BFV its seconds 
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-
 import time
+from abc import ABC, abstractmethod
 from typing import Any
 
 import numpy as np
 
 from raytune_fed.crypto._counters import OpCounts, zero_seconds
 from raytune_fed.crypto._fixed import PLAIN_BITS
-from raytune_fed.crypto._layout import POLY_DEGREE, Layout, Masks, as_masks, plain_mask_sums
+from raytune_fed.crypto._layout import POLY_DEGREE, Layout, Masks, as_masks
 from raytune_fed.crypto._payload import SCHEMES, Ciphertexts
 from raytune_fed.crypto._seal import COEFF_BITS, SealTools, tenseal
 from raytune_fed.errors import ConfigError, RaytuneFedError
@@ -85,7 +84,8 @@ class PublicContext(_Context):
         return False
 
     def decrypt_sums(self, ct: Ciphertexts, layout: Layout) -> np.ndarray:
-        raise MissingSecretKeyError(f"this {self.scheme!r} context is public: it holds no secret key and cannot decrypt")
+        raise MissingSecretKeyError(f"this {self.scheme!r} context is public: it holds no secret key "
+                                    f"and cannot decrypt")
 
     @abstractmethod
     def histogram(self, ct: Ciphertexts, masks: Masks | np.ndarray, layout: Layout,
@@ -170,12 +170,15 @@ class BFVSecretContext(SecretContext):
         seal = self._seal
         out = np.zeros(layout.n_groups * layout.masks_per_product, dtype=np.uint64)
         targets = layout.targets()
+        decryptor = seal.decryptor
+        if decryptor is None:  # a secret context is made with its key; None here is a bug
+            raise MissingSecretKeyError(f"this {self.scheme!r} secret context holds no secret key")
         for g, blob in enumerate(ct.blobs):
             if not blob:
                 continue
             t0 = time.perf_counter()
             pt = seal.s.Plaintext()
-            seal.decryptor.decrypt(seal.ciphertext(blob), pt)
+            decryptor.decrypt(seal.ciphertext(blob), pt)
             n = pt.coeff_count()
             base = g * layout.masks_per_product
             for r, pos in enumerate(targets):
@@ -258,8 +261,8 @@ def load_public_context(blob: Any) -> PublicContext:
     if type(blob) is not bytes or not blob.startswith(_MAGIC) or b"\n" not in blob:
         raise ConfigError(f"a public context must be the bytes of SecretContext.public_context(), "
                           f"got {type(blob).__name__}")
-    scheme, payload = blob[len(_MAGIC):].split(b"\n", 1)
-    scheme = check_scheme(scheme.decode("ascii", "replace"))
+    scheme_bytes, payload = blob[len(_MAGIC):].split(b"\n", 1)
+    scheme = check_scheme(scheme_bytes.decode("ascii", "replace"))
     if scheme == "plain":
         return PlainPublicContext()
     ts = tenseal()

@@ -11,8 +11,9 @@ transforms and serialisation around the bare SEAL call.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Mapping
+from typing import Any
 
 from raytune_fed.errors import ConfigError
 

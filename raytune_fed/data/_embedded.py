@@ -9,11 +9,15 @@ scikit-learn is imported inside the loaders, so listing datasets stays cheap.
 from __future__ import annotations
 
 from importlib import resources
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from raytune_fed.data._validate import Dataset, dataset_from_frame, encode_labels
+
+if TYPE_CHECKING:
+    from sklearn.utils import Bunch
 
 _FILES = "files"
 
@@ -114,7 +118,7 @@ def _sklearn_datasets():
     return datasets
 
 
-def _from_sklearn(name: str, bunch: object, source: str) -> Dataset:
+def _from_sklearn(name: str, bunch: Bunch, source: str) -> Dataset:
     return Dataset(
         name=name,
         X=np.asarray(bunch.data, dtype=np.float64),

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Literal
 
 from raytune_fed.data import _embedded, _synthetic
 from raytune_fed.data._files import FILE_SUFFIXES, file_suffix, load_file
@@ -120,6 +121,6 @@ def load_dataset(name: str | os.PathLike, *, target: str | None = None, site_col
         f"'{OPENML_PREFIX}<name or id>'); files: {list(FILE_SUFFIXES)} with target=<label column>")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load_embedded(name: str) -> Dataset:
     return _EMBEDDED[name].load()

@@ -22,8 +22,8 @@ and left to the learners' constant-feature filter, as scikit-learn's
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -274,7 +274,7 @@ def _check_dataset(ds: Dataset) -> None:
     sites, site_names = ds.sites, ds.site_names
     if (sites is None) != (site_names is None):
         raise DatasetError(f"dataset {name!r}: give both sites and site_names or neither")
-    if sites is not None:
+    if sites is not None and site_names is not None:
         site_names = tuple(str(s) for s in site_names)
         sites = _check_codes(name, "sites", sites, X.shape[0], site_names, "site")
         counts = np.zeros((len(site_names), len(class_names)), dtype=np.int64)

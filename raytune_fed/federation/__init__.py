@@ -25,18 +25,46 @@ Python objects.
 from raytune_fed.federation._actors import PartyActor, SiteActor, SiteRelay, relay_site, remote_site
 from raytune_fed.federation._clients import SiteClient, SiteSession, final_all, load_site_directory, query_all
 from raytune_fed.federation._fields import (
-    Bytes, Field, Int, IntArray, ListOf, Model, Models, Real, Refusal, Struct, Text, Units)
+    Bytes,
+    Field,
+    Int,
+    IntArray,
+    ListOf,
+    Model,
+    Models,
+    Real,
+    Refusal,
+    Struct,
+    Text,
+    Units,
+)
 from raytune_fed.federation._guard import DifferencingGuard
 from raytune_fed.federation._openbox import OpenBox
 from raytune_fed.federation._party import REFUSALS, Party, Session, restricted
 from raytune_fed.federation._policy import Policy, load_policy
 from raytune_fed.federation._records import (
-    RECORD_TYPES, Blob, Closed, FinalLosses, Ledger, LedgerEntry, Loss, ScheduleReceipt, SessionTicket, SiteStatus,
-    check_outgoing, register_record)
+    RECORD_TYPES,
+    Blob,
+    Closed,
+    FinalLosses,
+    Ledger,
+    LedgerEntry,
+    Loss,
+    ScheduleReceipt,
+    SessionTicket,
+    SiteStatus,
+    check_outgoing,
+    register_record,
+)
 from raytune_fed.federation._schedule import Schedule, Unit, rfms_schedule
 from raytune_fed.federation._service import SiteServer, serve
 from raytune_fed.federation._simulate import (
-    DEPLOYMENTS, SimulatedSites, self_signed_certificate, site_policy, start_sites)
+    DEPLOYMENTS,
+    SimulatedSites,
+    self_signed_certificate,
+    site_policy,
+    start_sites,
+)
 from raytune_fed.federation._site import Site
 
 __all__ = [

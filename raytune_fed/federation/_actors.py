@@ -66,7 +66,8 @@ def _rows_here(rows: Any) -> tuple[Any, Any]:
     if isinstance(rows, (str, os.PathLike)):
         from raytune_fed.data._files import read_npz
 
-        return read_npz(rows, ("X", "y"))
+        X, y = read_npz(rows, ("X", "y"))
+        return X, y
     import ray
 
     X, y = ray.get(list(rows))
@@ -76,6 +77,8 @@ def _rows_here(rows: Any) -> tuple[Any, Any]:
 def _ledger_here(policy: Policy) -> Policy:
     """``policy`` with a ledger this node keeps: its own path when this node can create it there, else a
     folder of this node's own named after that path (see the module docstring)."""
+    if policy.ledger is None:  # the actor's caller refuses a policy without one
+        raise ConfigError(f"site {policy.name!r}: a site actor needs a policy with a ledger")
     path = Path(policy.ledger)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

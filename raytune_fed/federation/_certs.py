@@ -10,14 +10,18 @@ import datetime
 import ipaddress
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from raytune_fed.errors import ConfigError
 
-
-def _subject_names(hosts: tuple[str, ...]) -> list:
+if TYPE_CHECKING:
     from cryptography import x509
 
-    names = []
+
+def _subject_names(hosts: tuple[str, ...]) -> list[x509.GeneralName]:
+    from cryptography import x509
+
+    names: list[x509.GeneralName] = []
     for host in hosts:
         try:
             names.append(x509.IPAddress(ipaddress.ip_address(host)))
@@ -47,7 +51,7 @@ def self_signed_certificate(directory: str | os.PathLike, host: str = "127.0.0.1
     directory.mkdir(parents=True, exist_ok=True)
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=days))

@@ -18,16 +18,25 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from raytune_fed.errors import BoundaryViolationError, BudgetExhaustedError, ConfigError, QueryRefusedError, SealedError
 from raytune_fed.federation import _wire
 from raytune_fed.federation._fields import model_to_wire
 from raytune_fed.federation._party import REFUSALS, Party
 from raytune_fed.federation._records import (
-    Closed, FinalLosses, Ledger, Loss, ScheduleReceipt, SessionTicket, SiteStatus, from_wire)
+    Closed,
+    FinalLosses,
+    Ledger,
+    Loss,
+    ScheduleReceipt,
+    SessionTicket,
+    SiteStatus,
+    from_wire,
+)
 from raytune_fed.federation._schedule import Schedule, Unit
 from raytune_fed.federation._transports import ActorTransport, HttpTransport, LocalTransport, read_token
 from raytune_fed.models import ModelRecord
@@ -80,12 +89,14 @@ class SiteClient:
     @classmethod
     def service(cls, url: str, *, token: str | None = None, token_file: str | os.PathLike | None = None,
                 cafile: str | os.PathLike | None = None, name: str | None = None,
-                timeout: float = 600.0, restart_wait: float = 600.0) -> "SiteClient":
+                timeout: float = 600.0, restart_wait: float = 600.0) -> SiteClient:
         """A client for a site served at ``url`` with the analyst's bearer token (a request that
         meets the service restarting is sent again for up to ``restart_wait`` seconds)."""
         if (token is None) == (token_file is None):
             raise ConfigError("give exactly one of token= and token_file=")
         token = read_token(token_file) if token_file is not None else token
+        if token is None:  # one of the two was given (checked above)
+            raise ConfigError("give exactly one of token= and token_file=")
         transport = HttpTransport(url, token, cafile=None if cafile is None else os.fspath(cafile), timeout=timeout,
                                   restart_wait=restart_wait)
         return cls(transport, name=name or url)
@@ -137,7 +148,7 @@ class SiteClient:
         """Declare the grid's units to this site (accepted once; the same again is fine)."""
         return self._request("declare_schedule", {"units": schedule.as_list()}, ScheduleReceipt)
 
-    def open_session(self, unit: Unit | str, role: str) -> "SiteSession":
+    def open_session(self, unit: Unit | str, role: str) -> SiteSession:
         """A new session for ``unit`` in ``role``; the site issues the token."""
         key = unit.key if isinstance(unit, Unit) else unit
         ticket = self._request("open_session", {"unit": key, "role": role}, SessionTicket)

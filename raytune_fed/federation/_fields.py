@@ -8,11 +8,11 @@ code ``"malformed"``; no message ever quotes the input.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-
 import math
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -228,7 +228,8 @@ def record_fingerprint(record: ModelRecord, deadline: Any = None) -> str:
         a = record.arrays[name]
         h.update(json.dumps([name, str(getattr(a, "dtype", "")), list(getattr(a, "shape", ()))]).encode())
         if isinstance(a, np.ndarray):
-            raw = memoryview(np.ascontiguousarray(a)).cast("B")
+            # numpy's stubs give ndarray __buffer__ only for Python >= 3.12
+            raw = memoryview(np.ascontiguousarray(a)).cast("B")  # type: ignore[arg-type]
             for start in range(0, len(raw), 1 << 24):
                 if deadline is not None:
                     deadline()

@@ -20,9 +20,10 @@ import argparse
 import os
 import re
 import secrets
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from raytune_fed.errors import ConfigError
 from raytune_fed.federation._policy import CuratorPolicy, FinalPolicy, GuardPolicy, LimitsPolicy, LockboxPolicy, Policy
@@ -148,7 +149,7 @@ def _policy_values(plan: dict[str, Any] | None, answers: int | None, lockbox_ans
     for option, value in (("--answers", answers), ("--lockbox-answers", lockbox_answers), ("--guard-k", guard_k)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
             raise ConfigError(f"{option} must be an integer >= 0, got {value!r}")
-    v = dict(_DEFAULTS)
+    v: dict[str, int | str] = dict(_DEFAULTS)
     if plan is not None:
         v.update(max_units=plan["max_units"], query_budget=plan["curator"]["query_budget"],
                  curator_finals=plan["curator"]["finals_per_unit"], lockbox_finals=plan["lockbox"]["finals_per_unit"],

@@ -88,6 +88,8 @@ class SiteLedger:
 
     def _load(self, head: tuple[int, str] | None) -> None:
         """Read and check the whole file, then (only then) drop a torn last line and update the head."""
+        if self.path is None or self._file is None:
+            raise RuntimeError("SiteLedger._load needs the ledger's path and open file")
         ledger = parse_ledger(self.path.read_bytes(), self._shown)
         hashes, n = ledger.hashes, len(ledger.hashes)
         if head is not None and (n <= head[0] or hashes[head[0]] != head[1]):
@@ -171,6 +173,8 @@ class SiteLedger:
                 if self.entries and self.entries[-1] is entry:
                     self.entries.pop()
                 self._last = previous
+                if self._file is None or end is None:  # only the file's own writes raise OSError
+                    raise
                 os.ftruncate(self._file.fileno(), end)
                 self.head.with_name(self.head.name + ".tmp").unlink(missing_ok=True)
                 raise

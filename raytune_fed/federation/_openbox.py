@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from raytune_fed.federation._data import site_data
 from raytune_fed.metrics.scorers import misclassification

@@ -58,9 +58,10 @@ import logging
 import secrets
 import threading
 import time
+from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, ClassVar, NoReturn, Protocol, cast
 
 from raytune_fed.errors import ConfigError
 from raytune_fed.federation import _wire
@@ -124,7 +125,13 @@ class Restricted:
     answers: type
     session: bool = True
     owner: bool = False
-    handler: Callable[..., Any] = field(repr=False, default=None)
+    handler: Callable[..., Any] | None = field(repr=False, default=None)
+
+
+class _Marked(Protocol):
+    """A method marked by :func:`restricted`."""
+
+    __restricted__: Restricted
 
 
 def restricted(*, request: Mapping[str, Field] | None = None, answers: type, session: bool = True,
@@ -132,7 +139,7 @@ def restricted(*, request: Mapping[str, Field] | None = None, answers: type, ses
     """Declare a method of a :class:`Party` subclass as part of its protocol."""
 
     def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
-        fn.__restricted__ = Restricted(fn.__name__, dict(request or {}), answers, session, owner, fn)
+        cast(_Marked, fn).__restricted__ = Restricted(fn.__name__, dict(request or {}), answers, session, owner, fn)
         return fn
 
     return mark
@@ -292,6 +299,8 @@ class Party:
         except Refusal as refusal:
             self._refuse(spec, session, refusal, charged=0)
         known.update(charged=charged, number=number, request=request)
+        if spec.handler is None:  # restricted() always sets it
+            raise RuntimeError(f"restricted method {spec.name!r} has no handler")
         try:
             resolved = _wire.resolve(args, payload)
             kwargs = {name: f.parse(resolved.get(name)) for name, f in spec.request.items()}
@@ -312,11 +321,13 @@ class Party:
             self._ledger.append(spec.name, session=None if session is None else session.key, charged=charged,
                                 **extra, **ledger)
             if charged and number is not None:  # kept only once the ledger holds it
+                if session is None:  # a charged request always comes with a session
+                    raise RuntimeError(f"{spec.name!r} was charged without a session")
                 self._replies[session.key, number] = {"method": spec.name, "reply": extra["reply"]}
         return answer
 
     def _refuse(self, spec: Restricted, session: Session | None, refusal: Refusal, *, charged: int,
-                number: int | None = None) -> None:
+                number: int | None = None) -> NoReturn:
         if not charged:
             self._note(refusal.code, spec.name)
             raise refusal

@@ -87,9 +87,10 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from raytune_fed.errors import ConfigError
 
@@ -178,7 +179,7 @@ class Policy:
         _check(self)
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any], *, base: str | os.PathLike | None = None) -> "Policy":
+    def from_mapping(cls, data: Mapping[str, Any], *, base: str | os.PathLike | None = None) -> Policy:
         """A policy from parsed file content; a relative ``ledger`` is resolved against ``base``."""
         if not isinstance(data, Mapping):
             raise ConfigError(f"a policy must be a table of settings, got {type(data).__name__}")
@@ -207,7 +208,7 @@ class Policy:
                 kwargs[key] = os.fspath(Path(base) / kwargs[key])
         return cls(**kwargs)
 
-    def with_ledger(self, path: str | os.PathLike) -> "Policy":
+    def with_ledger(self, path: str | os.PathLike) -> Policy:
         return replace(self, ledger=os.fspath(path))
 
     @property

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from raytune_fed.errors import ConfigError
 
@@ -65,7 +66,7 @@ class Unit:
                 "replication": self.replication}
 
     @classmethod
-    def from_dict(cls, data: Any) -> "Unit":
+    def from_dict(cls, data: Any) -> Unit:
         if not isinstance(data, dict) or set(data) != {"openbox", "lockbox", "curators", "replication"}:
             raise ConfigError("a unit must have exactly openbox, lockbox, curators and replication")
         curators = data["curators"]
@@ -88,7 +89,7 @@ class Schedule:
             raise ConfigError("a schedule lists a unit twice")
 
     @classmethod
-    def of(cls, units: Iterable[Unit]) -> "Schedule":
+    def of(cls, units: Iterable[Unit]) -> Schedule:
         return cls(tuple(units))
 
     @property
@@ -104,7 +105,7 @@ class Schedule:
         return [u.as_dict() for u in self.units]
 
     @classmethod
-    def from_list(cls, data: Any, *, max_units: int) -> "Schedule":
+    def from_list(cls, data: Any, *, max_units: int) -> Schedule:
         if not isinstance(data, (list, tuple)) or not 1 <= len(data) <= max_units:
             raise ConfigError(f"a schedule must list 1..{max_units} units")
         return cls(tuple(Unit.from_dict(u) for u in data))

@@ -102,19 +102,19 @@ def _load_data(path: str, target: str | None) -> tuple[Any, Any]:
     from raytune_fed.data._files import load_file, read_npz
 
     if path.lower().endswith(".npz"):
-        return read_npz(path, ("X", "y"))
+        X, y = read_npz(path, ("X", "y"))
+        return X, y
     ds = load_file(path, target=target)
     return ds.X, ds.y
 
 
 def run(args: argparse.Namespace) -> None:
     from raytune_fed._checks import check_new_file
+    from raytune_fed.errors import ConfigError
+    from raytune_fed.federation._party import DEFAULT_ANALYST
     from raytune_fed.federation._policy import load_policy
     from raytune_fed.federation._site import Site
     from raytune_fed.federation._transports import read_token
-
-    from raytune_fed.errors import ConfigError
-    from raytune_fed.federation._party import DEFAULT_ANALYST
 
     check_listen_arguments(args)
     policy = load_policy(args.policy)

@@ -46,8 +46,9 @@ import ssl
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Mapping
+from typing import Any, cast
 
 from raytune_fed._checks import check_int
 from raytune_fed.errors import ConfigError
@@ -102,9 +103,10 @@ def _gone(exc: BaseException | None) -> bool:
     return isinstance(exc, (OSError, EOFError))
 
 
-_BIND_ERRORS = {errno.EADDRINUSE: "the address is in use (does another service listen there?)",
-                errno.EADDRNOTAVAIL: "the address is not one of this machine's",
-                errno.EACCES: "permission denied (ports below 1024 need privileges)"}
+_BIND_ERRORS: dict[int | None, str] = {  # keyed like OSError.errno, which may be None
+    errno.EADDRINUSE: "the address is in use (does another service listen there?)",
+    errno.EADDRNOTAVAIL: "the address is not one of this machine's",
+    errno.EACCES: "permission denied (ports below 1024 need privileges)"}
 
 
 def _listen_error(host: str, port: int, exc: OSError) -> ConfigError:
@@ -139,6 +141,7 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = 300  # seconds a connection may stay silent (no client holds a handler thread forever)
     server_version = "raytune-fed-site"
     sys_version = ""
+    server: SiteServer  # the server that made this handler
 
     def _reply(self, status: int, body: bytes, *, close: bool = False) -> None:
         self.send_response(status)
@@ -246,7 +249,7 @@ class SiteServer(ThreadingHTTPServer):
 
     @property
     def url(self) -> str:
-        host, port = self.server_address[:2]
+        host, port = cast(tuple[str, int], self.server_address[:2])  # an AF_INET server: the host is a str
         scheme = "https" if isinstance(self.socket, ssl.SSLSocket) else "http"
         return f"{scheme}://{host}:{port}"
 

@@ -26,8 +26,9 @@ import secrets
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -58,7 +59,7 @@ class SimulatedSites:
             proc.wait(timeout=60)
         self._processes = []
 
-    def __enter__(self) -> "SimulatedSites":
+    def __enter__(self) -> SimulatedSites:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -48,7 +48,15 @@ from raytune_fed.federation._guard import DifferencingGuard, packed_hex
 from raytune_fed.federation._party import DEFAULT_ANALYST, Party, Request, Session, restricted
 from raytune_fed.federation._policy import MECHANISMS, ROLES, Policy
 from raytune_fed.federation._records import (
-    MAX_LEDGER_ENTRIES, FinalLosses, Ledger, LedgerEntry, Loss, ScheduleReceipt, SessionTicket, SiteStatus)
+    MAX_LEDGER_ENTRIES,
+    FinalLosses,
+    Ledger,
+    LedgerEntry,
+    Loss,
+    ScheduleReceipt,
+    SessionTicket,
+    SiteStatus,
+)
 from raytune_fed.federation._schedule import Schedule, Unit
 from raytune_fed.models import RecordError, rebuild_model
 
@@ -130,6 +138,10 @@ class Site(Party):
 
     def _admit(self, request: Request) -> int:
         spec, session = request.spec, request.session
+        if spec.name not in ("query", "final_evaluation"):
+            return 0
+        if session is None:  # both are declared with a session
+            raise RuntimeError(f"the site's {spec.name!r} request came without a session")
         if spec.name == "query":
             if session.role != "curator":
                 raise Refusal("role")
@@ -141,22 +153,22 @@ class Site(Party):
             session.n_queries += 1
             self._answers_used[session.analyst] += 1
             return 1
-        if spec.name == "final_evaluation":
-            models = request.args.get("models")
-            if not isinstance(models, list) or not 1 <= len(models) <= self.policy.final.max_models:
-                raise Refusal("malformed")  # decided by the request alone: nothing computed, nothing charged
-            if session.sealed or not self._finals_allowed(session):
-                raise Refusal("sealed")
-            if self.answers_left(session.analyst) < len(models):
-                raise Refusal("budget")
-            self._finals[session.unit, session.role] += 1
-            session.sealed = True
-            self._answers_used[session.analyst] += len(models)
-            return len(models)
-        return 0
+        models = request.args.get("models")  # final_evaluation
+        if not isinstance(models, list) or not 1 <= len(models) <= self.policy.final.max_models:
+            raise Refusal("malformed")  # decided by the request alone: nothing computed, nothing charged
+        if session.sealed or not self._finals_allowed(session):
+            raise Refusal("sealed")
+        if self.answers_left(session.analyst) < len(models):
+            raise Refusal("budget")
+        self._finals[session.unit, session.role] += 1
+        session.sealed = True
+        self._answers_used[session.analyst] += len(models)
+        return len(models)
 
     def _release(self, request: Request, charged: int) -> None:
         session = request.session
+        if session is None:  # only query and final_evaluation are charged, both with a session
+            raise RuntimeError(f"the site's {request.spec.name!r} request came without a session")
         if request.spec.name == "query":
             self._budget_used -= 1
             session.n_queries -= 1
@@ -238,6 +250,8 @@ class Site(Party):
             self._exact.add(bits)
         answer = loss
         if mechanism == "thresholdout":
+            if train_loss is None:  # refused above
+                raise RuntimeError("a thresholdout query without its training loss")
             draw = session.n_queries
             noise = self._noise(session.unit, draw, bits)
             answer = min(max(self._thresholdout.answer(train_loss, loss, rng=noise), 0.0), 1.0)
@@ -319,6 +333,8 @@ class Site(Party):
             if entry["mechanism"] == "exact":
                 self._exact.add((entry["pred"], entry["rows"]))
             if "th" in entry:  # brings back the over-threshold count; the noise is the query's own
+                if session is None:  # the ledger's check ties every query to an open session
+                    raise RuntimeError("a query in the ledger without its session")
                 train, holdout, draw = entry["th"]
                 self._thresholdout.answer(train, holdout,
                                           rng=self._noise(session.unit, draw, (entry["pred"], entry["rows"])))

@@ -13,8 +13,9 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 from raytune_fed.errors import ConfigError, QueryRefusedError
@@ -168,6 +169,8 @@ class HttpTransport:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             parts = urlsplit(self.url)
+            if parts.hostname is None:  # checked in __init__
+                raise ConfigError(f"a site URL must be http://host:port or https://host:port, got {self.url!r}")
             if parts.scheme == "https":
                 context = ssl.create_default_context(cafile=self.cafile)
                 conn = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=self.timeout, context=context)

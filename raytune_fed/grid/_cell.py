@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import abc
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
@@ -68,7 +69,7 @@ class Cell(abc.ABC):
         return " ".join(map(str, self.coordinates))
 
     @property
-    def demand(self) -> "Demand":
+    def demand(self) -> Demand:
         return Demand()
 
     @property

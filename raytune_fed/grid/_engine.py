@@ -18,15 +18,16 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Generic
 
 import pandas as pd
 
 from raytune_fed.errors import ConfigError, RaytuneFedError, StoreError
-from raytune_fed.grid._cell import Cell, CellError, Outcome, Usage, check_grid_size
+from raytune_fed.grid._cell import CellError, Outcome, Usage, check_grid_size
+from raytune_fed.grid._executors import C, Executor, InProcessExecutor, RunCell
 from raytune_fed.grid._grants import utilisation
-from raytune_fed.grid._executors import Executor, InProcessExecutor
 from raytune_fed.grid._progress import Progress, Silent
 from raytune_fed.store import CellState, Record, ResultStore, StoreWriteError, as_stored, damaged_message
 
@@ -58,7 +59,8 @@ class GridResult:
         return dict(zip(self.usage_keys, self.usages))
 
     def utilisation(self, n_cores: int) -> dict[str, Any]:
-        """How busy ``n_cores`` cores were while the cells of this call ran (see :func:`~raytune_fed.grid.utilisation`)."""
+        """How busy ``n_cores`` cores were while the cells of this call ran (see
+        :func:`~raytune_fed.grid.utilisation`)."""
         return utilisation(self.usages, n_cores, self.seconds)
 
     def frame(self) -> pd.DataFrame:
@@ -69,14 +71,14 @@ class GridResult:
 
 
 @dataclass(frozen=True)
-class GridPlan:
+class GridPlan(Generic[C]):
     """What :func:`run_cells` will do with a grid and a store, known before anything starts: which
     cells are ``done``, which are ``damaged`` (with the reason) and which it runs (``todo``, longest
     first).  A workflow starts Ray and its sites only when ``todo`` is not empty."""
 
     states: dict[str, CellState]
-    todo: tuple[Cell, ...]
-    damaged: tuple[tuple[Cell, CellState], ...]
+    todo: tuple[C, ...]
+    damaged: tuple[tuple[C, CellState], ...]
     n_done: int
     recompute_damaged: bool
 
@@ -86,12 +88,12 @@ class GridPlan:
         return 0 if self.recompute_damaged else len(self.damaged)
 
 
-def plan_cells(cells: Sequence[Cell], store: ResultStore, *, recompute_damaged: bool = False) -> GridPlan:
+def plan_cells(cells: Sequence[C], store: ResultStore, *, recompute_damaged: bool = False) -> GridPlan[C]:
     """Inspect every cell's unit file (the store's checks and the cell's :meth:`~Cell.check_rows`) and
     decide what runs (see :class:`GridPlan`)."""
     cells = list(cells)
     check_grid_size(len(cells))
-    by_key: dict[str, Cell] = {}
+    by_key: dict[str, C] = {}
     for cell in cells:
         if cell.key in by_key:
             raise ConfigError(f"cells {by_key[cell.key].label!r} and {cell.label!r} have the same configuration "
@@ -106,7 +108,7 @@ def plan_cells(cells: Sequence[Cell], store: ResultStore, *, recompute_damaged: 
     return GridPlan(states, tuple(todo), damaged, n_done, recompute_damaged)
 
 
-def run_cells(cells: Sequence[Cell], run_cell: Callable[[Cell], Any], store: ResultStore,
+def run_cells(cells: Sequence[C], run_cell: RunCell[C], store: ResultStore,
               executor: Executor | None = None, *, recompute_damaged: bool = False, progress: Progress | None = None,
               name: str = "grid") -> GridResult:
     """Run every cell not yet in ``store`` with ``run_cell`` on ``executor`` (see the module notes).

@@ -10,15 +10,17 @@ executor submits nothing more (cells already running on Ray finish, or end with 
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Iterator, Protocol, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Protocol, TypeVar
 
 from raytune_fed.grid._cell import Cell, CellError, Outcome, Usage, as_result
 
-RunCell = Callable[[Cell], Any]
+C = TypeVar("C", bound=Cell)
+RunCell = Callable[[C], Any]  # a workflow's run_cell takes its own kind of cell
 
 
 class Executor(Protocol):
-    def run(self, cells: Sequence[Cell], run_cell: RunCell,
+    def run(self, cells: Sequence[C], run_cell: RunCell[C],
             note: Callable[[str], None] | None = None) -> Iterator[Outcome]:
         """Run ``cells`` and yield one outcome each (see the module notes); ``note`` tells what the
         caller should know meanwhile (a cell retried after its worker died)."""
@@ -27,10 +29,11 @@ class Executor(Protocol):
 class InProcessExecutor:
     """Runs cells one after another in this process (tests, debugging, small grids without Ray), one core each."""
 
-    def run(self, cells: Sequence[Cell], run_cell: RunCell,
+    def run(self, cells: Sequence[C], run_cell: RunCell[C],
             note: Callable[[str], None] | None = None) -> Iterator[Outcome]:
         for cell in cells:
             start, started, cpu = time.perf_counter(), time.time(), time.process_time()
+            error: CellError | None
             try:
                 result = as_result(run_cell(cell))
             except Exception as exc:  # a failed cell is reported; the others still run
@@ -48,7 +51,7 @@ class Unplaceable:
     def __init__(self, reason: str) -> None:
         self.reason = reason
 
-    def run(self, cells: Sequence[Cell], run_cell: RunCell,
+    def run(self, cells: Sequence[C], run_cell: RunCell[C],
             note: Callable[[str], None] | None = None) -> Iterator[Outcome]:
         for cell in cells:
             yield Outcome(cell, None, CellError("unplaced", "Unplaceable", self.reason), 0.0)

@@ -14,25 +14,28 @@ of its process, cores granted), the tail included.
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Hashable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
 
 from raytune_fed._checks import check_int
 from raytune_fed.errors import ConfigError
 from raytune_fed.grid._cell import Usage
 
+K = TypeVar("K", bound=Hashable)
+
 
 @dataclass(frozen=True)
-class Running:
+class Running(Generic[K]):
     """A running cell as the grant logic sees it: its id, node, current grant and how many cores it can use."""
 
-    key: Hashable
+    key: K
     node: Hashable
     cores: int
     max_parallelism: int
 
 
-def share_cores(node_cpus: Mapping[Hashable, float], running: Sequence[Running]) -> dict[Hashable, int]:
+def share_cores(node_cpus: Mapping[Hashable, float], running: Sequence[Running[K]]) -> dict[K, int]:
     """New grants: each node's free cores lent one at a time, round robin over its running cells in order.
 
     ``node_cpus`` is each node's CPU count; a node's free cores are its CPUs minus the
@@ -40,7 +43,7 @@ def share_cores(node_cpus: Mapping[Hashable, float], running: Sequence[Running])
     ``max_parallelism`` and never loses cores it holds.  Returns every cell's grant.
     """
     grants = {cell.key: cell.cores for cell in running}
-    by_node: dict[Hashable, list[Running]] = {}
+    by_node: dict[Hashable, list[Running[K]]] = {}
     for cell in running:
         by_node.setdefault(cell.node, []).append(cell)
     for node, cells in by_node.items():
@@ -73,7 +76,7 @@ def utilisation(usages: Sequence[Usage], n_cores: int, wall: float | None = None
     if not wall > 0:
         raise ConfigError(f"utilisation needs a positive wall time, got {wall!r}")
     cpu = sum(u.cpu_seconds for u in usages)
-    granted = sum(u.core_seconds for u in usages)
+    granted = sum(_core_seconds(u) for u in usages)
     last_start = max(u.start for u in usages)
     return {
         "n_cells": len(usages), "n_cores": n_cores, "wall_seconds": float(wall), "cpu_seconds": float(cpu),
@@ -83,3 +86,9 @@ def utilisation(usages: Sequence[Usage], n_cores: int, wall: float | None = None
         "n_cells_granted_more": sum(u.cores > 1 for u in usages),
         "tail_seconds": float(end - last_start),  # from the last cell's start (nothing left to start) to the end
     }
+
+
+def _core_seconds(usage: Usage) -> float:
+    if usage.core_seconds is None:  # Usage fills it in when built
+        raise RuntimeError(f"usage {usage!r} has no core seconds")
+    return usage.core_seconds

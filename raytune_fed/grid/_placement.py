@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Any, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
 
 from raytune_fed.grid._cell import Demand
 from raytune_fed.runtime import site_placement
@@ -28,7 +29,7 @@ def alive_totals(nodes: Sequence[Mapping[str, Any]]) -> list[dict[str, float]]:
     return [dict(n.get("Resources") or {}) for n in nodes if n.get("Alive")]
 
 
-def requirement(demand: Demand, totals: Sequence[Mapping[str, float]], offered: Sequence[str] = ()) -> Requirement:
+def requirement(demand: Demand, totals: Sequence[Mapping[str, float]], offered: Collection[str] = ()) -> Requirement:
     """The resources a cell asks Ray for, its site pin resolved against the resources the live nodes
     declare and those ``offered`` by node types the autoscaler can start."""
     need: dict[str, float] = {"CPU": float(demand.num_cpus)} if demand.num_cpus > 0 else {}
@@ -41,7 +42,8 @@ def requirement(demand: Demand, totals: Sequence[Mapping[str, float]], offered: 
     return tuple(sorted(need.items()))
 
 
-def needed_sites(demand: Demand, totals: Sequence[Mapping[str, float]], offered: Sequence[str] = ()) -> tuple[str, ...]:
+def needed_sites(demand: Demand, totals: Sequence[Mapping[str, float]],
+                 offered: Collection[str] = ()) -> tuple[str, ...]:
     """The ``site:<name>`` resources of the sites a cell queries (``demand.needs``) that live nodes, or node
     types the autoscaler can start (``offered``), declare when the grid starts: from then on some live node
     must declare each, or the site's actor has nowhere to run and the cell waits (a site nobody declares
@@ -89,7 +91,8 @@ def why_unplaceable(need: Requirement, totals: Sequence[Mapping[str, float]]) ->
             return f"no live node declares resource {r!r} (the cell needs {asked})"
     hosts = [node for node in totals if all(node.get(r, 0.0) + _EPS >= wanted[r] for r in custom)]
     if custom and not hosts:
-        return f"no live node offers {', '.join(f'{wanted[r]:g} {r}' for r in custom)} together (the cell needs {asked})"
+        return (f"no live node offers {', '.join(f'{wanted[r]:g} {r}' for r in custom)} together "
+                f"(the cell needs {asked})")
     short = [r for r in wanted if all(node.get(r, 0.0) + _EPS < wanted[r] for node in hosts)]
     have = ", ".join(f"{max(node.get(r, 0.0) for node in hosts):g} {r}" for r in short)
     if custom:

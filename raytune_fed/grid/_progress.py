@@ -22,8 +22,9 @@ import shutil
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Protocol, TextIO
+from typing import Any, Protocol, TextIO
 
 from raytune_fed.grid._cell import Outcome
 

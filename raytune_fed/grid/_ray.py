@@ -34,19 +34,33 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Generic
 
 from raytune_fed._checks import check_float, check_int
 from raytune_fed.cluster import node_groups, offered_resources
-from raytune_fed.errors import ConfigError
 from raytune_fed.cores import granted_cores
-from raytune_fed.grid._cell import Cell, CellError, Outcome, Usage, as_result
+from raytune_fed.errors import ConfigError
+from raytune_fed.grid._cell import CellError, Outcome, Usage, as_result
+from raytune_fed.grid._executors import C, RunCell
 from raytune_fed.grid._grants import Running, share_cores
-from raytune_fed.grid._executors import RunCell
-from raytune_fed.grid._placement import (Requirement, Slots, alive_totals, autoscaler_request, capacity, declared,
-                                         needed_sites, requirement, undeclared, why_sites_missing,
-                                         why_unplaceable)
+from raytune_fed.grid._placement import (
+    Slots,
+    alive_totals,
+    autoscaler_request,
+    capacity,
+    declared,
+    needed_sites,
+    requirement,
+    undeclared,
+    why_sites_missing,
+    why_unplaceable,
+)
+
+if TYPE_CHECKING:
+    from raytune_fed._ray_internals import RemoteFunction3
+
 
 _MAX_BUNDLES = 1000
 MAX_RETRIES = 100
@@ -111,7 +125,7 @@ class _GrantReader:
         return self.most, self.core_seconds + self.cores * (time.time() - self.since)
 
 
-def _run_one(run_cell: RunCell, cell: Cell, grants: Any, refresh: float) -> tuple[Any, float, Usage]:
+def _run_one(run_cell: RunCell[C], cell: C, grants: Any, refresh: float) -> tuple[Any, float, Usage]:
     start, started, cpu = time.perf_counter(), time.time(), time.process_time()
     if grants is None:
         result = as_result(run_cell(cell))
@@ -162,7 +176,7 @@ class RayExecutor:
         self.long_tail = long_tail
         self.grant_refresh = check_float("grant_refresh", grant_refresh, 0.0)
 
-    def run(self, cells: Sequence[Cell], run_cell: RunCell,
+    def run(self, cells: Sequence[C], run_cell: RunCell[C],
             note: Callable[[str], None] | None = None) -> Iterator[Outcome]:
         if not cells:
             return
@@ -171,7 +185,9 @@ class RayExecutor:
         if not ray.is_initialized():
             raise ConfigError("RayExecutor needs a connected Ray session (raytune_fed.runtime.connect())")
         note = note or (lambda message: None)
-        task = ray.remote(max_retries=0, retry_exceptions=False)(_run_one)  # retries are ours: see _retriable
+        # retries are ours: see _retriable
+        task: RemoteFunction3[tuple[Any, float, Usage], RunCell[C], C, Any, float] = \
+            ray.remote(max_retries=0, retry_exceptions=False)(_run_one)
         shipped = ray.put(run_cell)
         grants = None
         if self.long_tail and any(cell.max_parallelism > 1 for cell in cells):
@@ -182,12 +198,12 @@ class RayExecutor:
         granted: dict[str, int] = {}
         totals = alive_totals(ray.nodes())
         offered = offered_resources()  # site nodes the autoscaler can start: their cells wait for them
-        queues: dict[_Key, deque[tuple[int, Cell]]] = {}
+        queues: dict[_Key, deque[tuple[int, C]]] = {}
         for index, cell in enumerate(cells):  # site pins are resolved once, when the grid starts
             key = (requirement(cell.demand, totals, offered), needed_sites(cell.demand, totals, offered))
             queues.setdefault(key, deque()).append((index, cell))
         slots = Slots()
-        running: dict[Any, _Running] = {}
+        running: dict[Any, _Running[C]] = {}
         blocked_since: dict[_Key, float] = {}
         retries: dict[str, int] = {}
         groups = node_groups()  # the node types the autoscaler can start: ask only for what they can hold
@@ -300,8 +316,8 @@ _Key = tuple  # (Requirement, the site resources the cell's queries need declare
 
 
 @dataclass(frozen=True)
-class _Running:
-    cell: Cell
+class _Running(Generic[C]):
+    cell: C
     key: _Key
     index: int
     submitted: float

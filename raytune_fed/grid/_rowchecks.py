@@ -7,7 +7,8 @@ A cell's rows are checked as the store holds them (JSON values: lists, floats, i
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 
 def number_problem(name: str, value: Any, low: float, high: float, *, optional: bool = False,

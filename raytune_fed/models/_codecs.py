@@ -19,7 +19,8 @@ subclass here and ``record=`` on its registry entry.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 from sklearn.feature_selection import VarianceThreshold

@@ -27,9 +27,10 @@ from __future__ import annotations
 import numbers
 import threading
 import warnings
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone
@@ -41,8 +42,8 @@ from sklearn.preprocessing import StandardScaler
 
 from raytune_fed.cores import available_cores
 from raytune_fed.errors import ConfigError, DatasetError
-from raytune_fed.models._elasticnet import ElasticNetLogistic
 from raytune_fed.metrics.scorers import misclassification
+from raytune_fed.models._elasticnet import ElasticNetLogistic
 from raytune_fed.models._registry import Learner
 
 
@@ -175,7 +176,7 @@ class _FoldWarnings:
         self._fold = threading.local()
         self._lock = threading.Lock()
 
-    def __enter__(self) -> "_FoldWarnings":
+    def __enter__(self) -> _FoldWarnings:
         self._catch = warnings.catch_warnings()
         self._catch.__enter__()
         warnings.simplefilter("always", ConvergenceWarning)
@@ -250,7 +251,7 @@ def cross_validate(learner_or_estimator: Learner | BaseEstimator, config: Mappin
         else:
             results, previous = [], None  # previous: (coef over all columns of X, intercept) of the last fold
             for i, (train, test) in folds:
-                fit_params = {}
+                fit_params: dict[str, tuple[np.ndarray, np.ndarray]] = {}
                 if previous is not None:
                     kept = _columns_kept(template, X[train])  # warm starts never use a cache
                     fit_params[init_key] = (previous[0][kept], previous[1])

@@ -45,7 +45,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -151,7 +152,7 @@ def predict_proba_from_arrays(arrays: Mapping[str, np.ndarray], X: Any) -> np.nd
 # --------------------------------------------------------------------------- estimator
 
 def _check_int(name: str, value: Any, low: int, high: float = math.inf) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= value <= high:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= int(value) <= high:
         raise ConfigError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
     return int(value)
 
@@ -185,6 +186,9 @@ class ProbabilityForest(ClassifierMixin, BaseEstimator):
         forest was fitted on.
     """
 
+    classes_: np.ndarray
+    trees_: dict[str, np.ndarray]
+
     def __init__(self, num_trees: int = 500, *, mtry: int | None = None, min_node_size: int = 10,
                  sample_fraction: float = 1.0, replace: bool = True, seed: int = 0) -> None:
         self.num_trees = num_trees
@@ -194,7 +198,7 @@ class ProbabilityForest(ClassifierMixin, BaseEstimator):
         self.replace = replace
         self.seed = seed
 
-    def fit(self, X, y) -> "ProbabilityForest":
+    def fit(self, X, y) -> ProbabilityForest:
         num_trees = _check_int("num_trees", self.num_trees, 1)
         min_node_size = _check_int("min_node_size", self.min_node_size, 1)
         fraction = self.sample_fraction
@@ -213,8 +217,8 @@ class ProbabilityForest(ClassifierMixin, BaseEstimator):
         self.n_draws_ = max(1, int(math.floor(n_rows * float(fraction))))
         ranks, uniques, n_unique = rank_columns(X)
         tree_seeds = as_seed_sequence(int(self.seed)).generate_state(num_trees, dtype=np.uint64)
-        grown = grow_forest(ranks, uniques, n_unique, codes.astype(np.int64), len(self.classes_), self.mtry_, min_node_size,
-                             self.n_draws_, bool(self.replace), tree_seeds)
+        grown = grow_forest(ranks, uniques, n_unique, codes.astype(np.int64), len(self.classes_), self.mtry_,
+                            min_node_size, self.n_draws_, bool(self.replace), tree_seeds)
         self.trees_ = dict(zip(FOREST_ARRAY_SPECS, grown))
         return self
 

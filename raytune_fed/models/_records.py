@@ -26,12 +26,12 @@ sorted label set, so a model cannot choose the values the loss compares with.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-
 import math
 import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -39,7 +39,7 @@ from raytune_fed.errors import ConfigError, QueryRefusedError
 from raytune_fed.space import SearchSpace
 
 #: dtypes a record may use (little-endian, fixed width)
-DTYPES = {"f8": np.dtype("<f8"), "i8": np.dtype("<i8"), "i4": np.dtype("<i4")}
+DTYPES: dict[str, np.dtype] = {"f8": np.dtype("<f8"), "i8": np.dtype("<i8"), "i4": np.dtype("<i4")}
 Deadline = Callable[[], None]
 
 
@@ -151,13 +151,13 @@ class SiteModel:
         stop = math.inf if seconds is None else time.monotonic() + seconds
         given = deadline
 
-        def deadline() -> None:
+        def check_time() -> None:
             if time.monotonic() > stop:
                 raise TimeoutError("scoring exceeded the site's time limit")
             if given is not None:
                 given()
 
-        return self.codec.predict(self.arrays, self.config, X, deadline)
+        return self.codec.predict(self.arrays, self.config, X, check_time)
 
 
 def _no_deadline() -> None:

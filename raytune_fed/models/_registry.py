@@ -34,7 +34,8 @@ knows learners by name (:func:`get_learner` for either task), the codecs know ar
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.preprocessing import StandardScaler

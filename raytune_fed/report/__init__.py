@@ -11,9 +11,9 @@ generation ticks).  :mod:`raytune_fed.report._results` holds a run's results as 
 (:func:`format_summary_table`).  Pure matplotlib, pandas and the standard library: no Ray.
 """
 
+from raytune_fed.report import plots
 from raytune_fed.report._page import Figure, Page, Table, write_page
 from raytune_fed.report._results import Results, explode, flatten, format_summary_table, spread_json
-from raytune_fed.report import plots
 
 __all__ = ["Figure", "Page", "Results", "Table", "explode", "flatten", "format_summary_table", "plots",
            "spread_json", "write_page"]

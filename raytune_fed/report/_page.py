@@ -6,9 +6,10 @@ import base64
 import html
 import io
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from raytune_fed.errors import ConfigError
 from raytune_fed.store import write_atomic
@@ -90,19 +91,19 @@ class Page:
     command: str | None = None
     blocks: list[tuple[str, Any]] = field(default_factory=list)
 
-    def section(self, heading: str) -> "Page":
+    def section(self, heading: str) -> Page:
         self.blocks.append(("h2", heading))
         return self
 
-    def text(self, text: str) -> "Page":
+    def text(self, text: str) -> Page:
         self.blocks.append(("p", text))
         return self
 
-    def table(self, header: Sequence[str], rows: Sequence[Sequence[Any]], caption: str = "") -> "Page":
+    def table(self, header: Sequence[str], rows: Sequence[Sequence[Any]], caption: str = "") -> Page:
         self.blocks.append(("table", Table(list(header), [list(r) for r in rows], caption)))
         return self
 
-    def figure(self, name: str, figure: Any, caption: str = "") -> "Page":
+    def figure(self, name: str, figure: Any, caption: str = "") -> Page:
         if not name or "/" in name or name.endswith(".png"):
             raise ConfigError(f"a figure name is a plain file stem like 'hypervolume', got {name!r}")
         self.blocks.append(("img", Figure(name, figure, caption)))
@@ -158,7 +159,8 @@ def render_html(page: Page) -> str:
             f"<td class=\"{'num' if _is_number(v) else 'txt'}\">{esc(_format(v))}</td>" for v in row) + "</tr>"
                        for row in t.rows)
         caption = f"<p class=\"note\">{esc(t.caption)}</p>" if t.caption else ""
-        return f"<div class=\"scroll\"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>{caption}"
+        return (f"<div class=\"scroll\"><table><thead><tr>{head}</tr></thead>"
+                f"<tbody>{body}</tbody></table></div>{caption}")
 
     for kind, block in page.blocks:
         if kind in ("h2", "p"):
@@ -212,13 +214,14 @@ def write_page(out_dir: str | Path, page: Page) -> Path:
     """
     out_dir = Path(out_dir)
     stored = out_dir / COMMAND_FILE
-    if page.command:
-        write_atomic(stored, lambda p: Path(p).write_text(page.command + "\n", encoding="utf-8"))
+    command = page.command
+    if command:
+        write_atomic(stored, lambda p: Path(p).write_text(command + "\n", encoding="utf-8"))
     elif stored.is_file():
         page.command = stored.read_text(encoding="utf-8").strip() or None
     for fig in page.figures:
         data = fig.png()
-        write_atomic(out_dir / f"{fig.name}.png", lambda p: Path(p).write_bytes(data))
+        write_atomic(out_dir / f"{fig.name}.png", lambda p: Path(p).write_bytes(data))  # noqa: B023 - called here
     md, page_html = render_markdown(page), render_html(page)
     write_atomic(out_dir / "index.md", lambda p: Path(p).write_text(md, encoding="utf-8"))
     write_atomic(out_dir / "index.html", lambda p: Path(p).write_text(page_html, encoding="utf-8"))

@@ -14,8 +14,9 @@ line per group, ``mean``, ``sd`` (``-`` when there is one value) and ``n``.  Pur
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 

@@ -33,7 +33,8 @@ import copy
 import json
 import logging
 from abc import abstractmethod
-from typing import Any, ClassVar, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 from ray.tune.search import Searcher
 
@@ -123,7 +124,8 @@ class CoreSearcher(Searcher):
         self._max_concurrent = check_int("max_concurrent", max_concurrent, 1)
         return True
 
-    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
+    # Ray's Searcher.suggest is annotated Optional[Dict] but documents returning Searcher.FINISHED (a str) too
+    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:  # type: ignore[override]
         core = self.core
         if self._max_concurrent is not None and len(self._live) >= self._max_concurrent:
             return None
@@ -138,27 +140,30 @@ class CoreSearcher(Searcher):
         config = self._buffer.pop(0)
         self._live[trial_id] = config
         self._proposals[trial_id] = {"index": len(self._proposals), **self._buffer_tag}
-        return self._tspace.to_tune(config)
+        return self._tune_space().to_tune(config)
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         config = self._live.pop(trial_id, None)
         if config is None:
             return
+        core = self._core
+        if core is None:
+            raise RuntimeError(f"{type(self).__name__} has trial {trial_id} in flight but no core")
         row, G = None, None
         if error or result is None:
             logger.warning("trial %s errored or returned no result; %s ignores it", trial_id, type(self).__name__)
         else:
             row = self._row_from_result(trial_id, result)
-        if row is not None and self._core.n_constraints:
+        if row is not None and result is not None and core.n_constraints:
             try:
                 G = [self._constraint_row(result)]
             except ConfigError as exc:
                 logger.warning("trial %s: %s; %s ignores it", trial_id, exc, type(self).__name__)
                 row = None
         if row is None:
-            self._core.discard([config])
+            core.discard([config])
         else:
-            self._core.tell([config], [row], constraints=G)
+            core.tell([config], [row], constraints=G)
 
     def add_evaluated_point(self, parameters: Mapping[str, Any], value: Any, error: bool = False,
                             pruned: bool = False, intermediate_values: Sequence[float] | None = None) -> None:
@@ -175,7 +180,8 @@ class CoreSearcher(Searcher):
         core = self.core
         if len(parameters) != len(values):
             raise ConfigError(f"got {len(parameters)} points but {len(values)} values")
-        configs = [self._tspace.from_tune(p) for p in parameters]
+        tspace = self._tune_space()
+        configs = [tspace.from_tune(p) for p in parameters]
         rows, G = [self._row_from_value(v) for v in values], None
         if core.n_constraints:
             if not all(isinstance(v, Mapping) for v in values):
@@ -188,14 +194,21 @@ class CoreSearcher(Searcher):
     def core(self) -> SearchCore:
         """The ask/tell core (built once the space and metrics are known)."""
         if self._core is None:
-            if self._tspace is None:
-                raise ConfigError(f"{type(self).__name__} has no search space: pass space=... or "
-                                  "param_space=... to the Tuner")
-            if self._objectives is None:
-                raise ConfigError(f"{type(self).__name__} needs metric and mode (got metric=None, mode=None)")
-            points = [self._tspace.from_tune(p) for p in self._points]
-            self._core = self._build_core(self._tspace.space, len(self._objectives), points, self._seed)
+            tspace, objs = self._tune_space(), self._known_objectives()
+            points = [tspace.from_tune(p) for p in self._points]
+            self._core = self._build_core(tspace.space, len(objs), points, self._seed)
         return self._core
+
+    def _tune_space(self) -> TuneSpace:
+        if self._tspace is None:
+            raise ConfigError(f"{type(self).__name__} has no search space: pass space=... or "
+                              "param_space=... to the Tuner")
+        return self._tspace
+
+    def _known_objectives(self) -> list[Objective]:
+        if self._objectives is None:
+            raise ConfigError(f"{type(self).__name__} needs metric and mode (got metric=None, mode=None)")
+        return self._objectives
 
     @property
     def proposals(self) -> dict[str, dict[str, Any]]:
@@ -216,20 +229,23 @@ class CoreSearcher(Searcher):
                               f"{[o.name for o in objs]!r}")
         self._objectives = objs
         names, modes = [o.name for o in objs], [o.direction for o in objs]
-        self._metric, self._mode = (names[0], modes[0]) if len(objs) == 1 else (names, modes)
+        pair = (names[0], modes[0]) if len(objs) == 1 else (names, modes)
+        # Ray's Searcher annotates _metric/_mode as str, though multi-metric searchers (OptunaSearch) store lists
+        self._metric, self._mode = pair  # type: ignore[assignment]
 
     def _check_tune_metric(self, metric: Any, mode: Any) -> None:
-        by_name = {o.name: o for o in self._objectives}
+        objs = self._known_objectives()
+        by_name = {o.name: o for o in objs}
         if metric is not None and metric not in by_name:
             raise ConfigError(f"{type(self).__name__} has metric={list(by_name)!r} but the Tuner passed {metric!r}")
         if mode is not None:
-            directions = {by_name[metric].direction} if metric is not None else {o.direction for o in self._objectives}
+            directions = {by_name[metric].direction} if metric is not None else {o.direction for o in objs}
             if directions != {mode}:
                 raise ConfigError(f"{type(self).__name__} has mode={self._mode!r} but the Tuner passed {mode!r}")
 
     def _row_from_result(self, trial_id: str, result: Mapping[str, Any]) -> list[float] | None:
         row = []
-        for o in self._objectives:
+        for o in self._known_objectives():
             value = result.get(o.name)
             try:
                 row.append(o.to_minimised(value))
@@ -248,7 +264,7 @@ class CoreSearcher(Searcher):
         raise ConfigError(f"{type(self).__name__} does not read constraint values from results")
 
     def _row_from_value(self, value: Any) -> list[float]:
-        objs = self._objectives
+        objs = self._known_objectives()
         names = [o.name for o in objs]
         if isinstance(value, Mapping):
             missing = [n for n in names if n not in value]
@@ -281,7 +297,8 @@ class CoreSearcher(Searcher):
             kind = state.get("kind") if isinstance(state, Mapping) else type(state).__name__
             raise ConfigError(f"not a {name} checkpoint (kind={kind!r})")
         if state.get("version") != STATE_VERSION:
-            raise ConfigError(f"unsupported {name} checkpoint version {state.get('version')!r}, expected {STATE_VERSION}")
+            raise ConfigError(f"unsupported {name} checkpoint version {state.get('version')!r}, "
+                              f"expected {STATE_VERSION}")
         fresh = copy.copy(self)
         try:
             fresh._objectives = None

@@ -24,11 +24,11 @@ checkpoints, so they survive ``Tuner.restore``.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from raytune_fed._checks import check_choice, check_float, check_int, check_share
-from raytune_fed.algorithms.nsga2 import (CONSTRAINT_HANDLING, CROSSOVER_PROB, CROSSOVERS, MUTATION_ETA,
-                                         NSGA2)
+from raytune_fed.algorithms.nsga2 import CONSTRAINT_HANDLING, CROSSOVER_PROB, CROSSOVERS, MUTATION_ETA, NSGA2
 from raytune_fed.errors import ConfigError
 from raytune_fed.search._base import CoreSearcher
 from raytune_fed.space import SearchSpace
@@ -109,7 +109,7 @@ class NSGA2Search(CoreSearcher):
     def _build_core(self, space: SearchSpace, n_objectives: int, points: list[dict[str, Any]],
                     seed: int) -> NSGA2:
         o = self._options
-        names = [obj.name for obj in self._objectives]
+        names = [obj.name for obj in self._known_objectives()]
         targets = [names.index(name) if name in names else None for name, _, _ in o["constraints"]]
         return NSGA2(space, n_objectives, seed=seed, points_to_evaluate=points, population_size=o["population_size"],
                      n_generations=o["n_generations"], n_constraints=len(o["constraints"]),
@@ -119,7 +119,10 @@ class NSGA2Search(CoreSearcher):
                      mutation_eta=o["mutation_eta"])
 
     def _proposal_tag(self) -> dict[str, Any]:
-        return {"generation": self.core.generation}  # the open generation (completed ones counted from 0)
+        core = self.core
+        if not isinstance(core, NSGA2):
+            raise RuntimeError(f"NSGA2Search's core is a {type(core).__name__}, not an NSGA2")
+        return {"generation": core.generation}  # the open generation (completed ones counted from 0)
 
     def members(self) -> dict[str, tuple[int, int]]:
         """``(generation, slot)`` of every trial id this searcher answered."""

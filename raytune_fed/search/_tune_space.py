@@ -23,8 +23,9 @@ import copy
 import json
 import logging
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ray.tune.search.sample import Categorical as TuneCategorical
 from ray.tune.search.sample import Domain, Integer, LogUniform, Quantized, Uniform

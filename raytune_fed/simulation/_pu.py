@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from raytune_fed.errors import ConfigError, SplitError
 from raytune_fed._checks import check_share
+from raytune_fed.errors import ConfigError, SplitError
 from raytune_fed.simulation._splits import _as_labels, _as_rng
 
 PU_DRAWS = ("exact", "bernoulli")

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from raytune_fed.errors import ConfigError, SplitError
 from raytune_fed._checks import check_int, check_share
+from raytune_fed.errors import ConfigError, SplitError
 from raytune_fed.simulation._splits import _as_labels, _as_rng
 
 

@@ -32,8 +32,8 @@ on a reordered copy), so the stratification is real.  No Ray import here.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 

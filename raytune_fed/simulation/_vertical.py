@@ -8,12 +8,12 @@ blocks are disjoint and cover every column.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from raytune_fed.errors import ConfigError
 from raytune_fed._checks import check_int
+from raytune_fed.errors import ConfigError
 from raytune_fed.simulation._splits import _as_rng
 
 

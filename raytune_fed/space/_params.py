@@ -13,8 +13,9 @@ The ``*_array`` methods are the vectorised forms used by :class:`SearchSpace`; t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -55,13 +56,19 @@ def _unit(u: Any) -> np.ndarray:
     return np.clip(np.nan_to_num(u, nan=0.0), 0.0, 1.0)
 
 
+class _Vectorised(Protocol):
+    def encode_array(self, values: np.ndarray) -> np.ndarray: ...
+
+    def decode_array(self, u: np.ndarray) -> np.ndarray: ...
+
+
 class _Scalar:
     """Scalar ``encode``/``decode`` through the vectorised forms, so both agree exactly."""
 
-    def encode(self, value: Any) -> float:
+    def encode(self: _Vectorised, value: Any) -> float:
         return float(self.encode_array(np.array([value], dtype=float))[0])
 
-    def decode(self, u: float) -> Any:
+    def decode(self: _Vectorised, u: float) -> Any:
         return self.decode_array(np.array([u], dtype=float))[0].item()
 
 
@@ -136,9 +143,9 @@ class Int(_Scalar):
         return (values == np.round(values)) & (values >= self.low) & (values <= self.high)
 
     def contains(self, value: Any) -> bool:
-        return (isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-                or isinstance(value, (float, np.floating)) and float(value).is_integer()) \
-            and self.low <= value <= self.high
+        return bool((isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+                     or isinstance(value, (float, np.floating)) and float(value).is_integer())
+                    and self.low <= value <= self.high)
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,9 @@ import here: :mod:`raytune_fed.search` translates Tune's domains into these type
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from scipy.stats import qmc

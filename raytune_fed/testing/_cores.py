@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -207,9 +208,12 @@ def check_bad_input(case: CoreCase) -> None:
     name = core.space.names[0]
     table = [
         ("ask(0)", lambda: core.ask(0), r"n must be an integer >= 1, got 0"),
-        ("ask(1.5)", lambda: core.ask(1.5), r"n must be an integer >= 1, got 1.5"),
-        ("unknown pending key", lambda: core.ask(1, pending=[{**c, "zz_unknown": 1}]), r"unknown parameters \['zz_unknown'\]"),
-        ("Y with an extra column", tell([c], [row + [0.0]]), rf"Y must have shape \(1, {k}\).*got shape \(1, {k + 1}\)"),
+        ("ask(1.5)", lambda: core.ask(1.5),  # type: ignore[arg-type]  # a float on purpose: the check under test
+         r"n must be an integer >= 1, got 1.5"),
+        ("unknown pending key", lambda: core.ask(1, pending=[{**c, "zz_unknown": 1}]),
+         r"unknown parameters \['zz_unknown'\]"),
+        ("Y with an extra column", tell([c], [row + [0.0]]),
+         rf"Y must have shape \(1, {k}\).*got shape \(1, {k + 1}\)"),
         ("Y with fewer rows", tell([c, c], [row]), rf"Y must have shape \(2, {k}\)"),
         ("non-finite Y", tell([c], [[float("nan")] * k]), r"Y must be finite"),
         ("infinite Y", tell([c], [[float("inf")] * k]), r"Y must be finite"),

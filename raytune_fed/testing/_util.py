@@ -8,7 +8,8 @@ import os
 import re
 import subprocess
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from raytune_fed.errors import ConfigError
 

@@ -17,8 +17,18 @@ from raytune_fed.federation.parties._actors import remote_party
 from raytune_fed.federation.parties._client import PassiveClient
 from raytune_fed.federation.parties._passive_party import PassiveParty
 from raytune_fed.federation.parties._records import (
-    PARTY_RECORD_TYPES, EncryptedHistograms, OpTally, PartyInfo, RouteBits, RowIds, SplitRows, TrainingReport,
-    TreeCells, ViewRecord, check_party_answer)
+    PARTY_RECORD_TYPES,
+    EncryptedHistograms,
+    OpTally,
+    PartyInfo,
+    RouteBits,
+    RowIds,
+    SplitRows,
+    TrainingReport,
+    TreeCells,
+    ViewRecord,
+    check_party_answer,
+)
 
 __all__ = [
     "PARTY_RECORD_TYPES", "ActiveParty", "EncryptedHistograms", "OpTally", "PartyInfo", "PassiveClient",

@@ -9,7 +9,8 @@ on its test ids: 1 - AUC for two classes, 1 - accuracy otherwise.  The answer is
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -37,7 +38,8 @@ class ActiveParty:
         X = np.asarray(features, dtype=np.float64)
         y = np.asarray(labels)
         if X.ndim != 2 or X.shape[1] < 1 or y.shape != (X.shape[0],) or not np.all(np.isfinite(X)):
-            raise ConfigError(f"party {name!r}: need finite features (n, d>=1) and n labels, got {X.shape} and {y.shape}")
+            raise ConfigError(f"party {name!r}: need finite features (n, d>=1) and n labels, "
+                              f"got {X.shape} and {y.shape}")
         self.name, self._X, self._y = name, X, y
         self._train = _ids("train_rows", train_rows, X.shape[0])
         self._test = _ids("test_rows", test_rows, X.shape[0])

@@ -12,7 +12,8 @@ the party to its owner with :meth:`PassiveClient.admit`) and never an owner cred
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -22,7 +23,13 @@ from raytune_fed.federation import _wire
 from raytune_fed.federation._clients import answer_of, transport_of
 from raytune_fed.federation._records import Closed, SessionTicket
 from raytune_fed.federation.parties._records import (
-    EncryptedHistograms, OpTally, PartyInfo, RouteBits, SplitRows, ViewRecord)
+    EncryptedHistograms,
+    OpTally,
+    PartyInfo,
+    RouteBits,
+    SplitRows,
+    ViewRecord,
+)
 from raytune_fed.models.secureboost import NodeQuery
 
 
@@ -34,7 +41,7 @@ def _transport(target: Any) -> Any:
     return transport
 
 
-_LIMIT_HINTS = {
+_LIMIT_HINTS: dict[str | None, str] = {  # keyed by a refusal's code (None: a refusal without one)
     "limit": "the party's owner caps the trees of a training and of one request (party serve --max-trees, "
              "--max-trees-per-request): fewer federated trees or classes fit",
     "timeout": "the request used more CPU time than the party's owner allows (party serve --seconds-per-request); "
@@ -46,6 +53,8 @@ def _query(q: NodeQuery) -> dict[str, Any]:
     out: dict[str, Any] = {"tree": int(q.tree), "node": int(q.node), "parent": int(q.parent), "block": int(q.block),
                            "sibling": int(q.sibling)}
     if q.direct:
+        if q.gh is None:  # a direct query carries its rows' encrypted gradients
+            raise RuntimeError(f"direct node query {q.node} of tree {q.tree} has no encrypted gradients")
         out["rows"] = np.ascontiguousarray(q.rows, dtype=np.int64)
         out["gh"] = {"scheme": q.gh.scheme, "blobs": list(q.gh.blobs)}
     return out

@@ -26,8 +26,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import threading
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -38,7 +39,15 @@ from raytune_fed.federation._fields import Bytes, Int, IntArray, ListOf, Refusal
 from raytune_fed.federation._party import Party, Session, restricted
 from raytune_fed.federation._records import Closed, SessionTicket
 from raytune_fed.federation.parties._records import (
-    EncryptedHistograms, OpTally, PartyInfo, RouteBits, RowIds, SplitRows, TreeCells, ViewRecord)
+    EncryptedHistograms,
+    OpTally,
+    PartyInfo,
+    RouteBits,
+    RowIds,
+    SplitRows,
+    TreeCells,
+    ViewRecord,
+)
 from raytune_fed.models.secureboost import NodeQuery, PassiveWorker
 from raytune_fed.random import derive, seed_int
 

@@ -84,7 +84,8 @@ class RouteBits:
 
 @dataclass(frozen=True)
 class PartyInfo:
-    """A party's name and shape; ``n_masks`` = candidate splits, features x (bins - 1), of an open session (0 before)."""
+    """A party's name and shape; ``n_masks`` = candidate splits, features x (bins - 1), of an open
+    session (0 before)."""
 
     party: str
     n_rows: int

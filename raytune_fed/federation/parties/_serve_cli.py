@@ -44,7 +44,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="epsilon of the geometric mechanism that moves every row's bin once before any answer "
                         "(default: %(default)s; 0 switches it off)")
     from raytune_fed.federation.parties._passive_party import (
-        MAX_TREES_PER_REQUEST, MAX_TREES_PER_SESSION, SECONDS_PER_REQUEST)
+        MAX_TREES_PER_REQUEST,
+        MAX_TREES_PER_SESSION,
+        SECONDS_PER_REQUEST,
+    )
 
     s.add_argument("--max-trees", type=int, default=MAX_TREES_PER_SESSION,
                    help="the most trees one training (session) may grow (default: %(default)s)")

@@ -10,7 +10,6 @@ must occur).  ``decision_function`` is the learner's score ``f(x)`` (positive me
 from __future__ import annotations
 
 import abc
-
 from typing import Any
 
 import numpy as np
@@ -22,7 +21,6 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from raytune_fed._checks import check_float
 from raytune_fed.errors import ConfigError
 from raytune_fed.metrics.pu import check_prior
-
 
 __all__ = ["PUClassifier", "check_positive", "check_prior", "check_pu_labels"]
 

@@ -17,7 +17,8 @@ learner's grid in a fixed order.
 from __future__ import annotations
 
 import itertools
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 from sklearn.preprocessing import StandardScaler
@@ -57,7 +58,8 @@ PU_LEARNERS: Mapping[str, Learner] = {
 
 def grid_configs(learner: Learner) -> list[dict[str, Any]]:
     """Every configuration of a learner whose parameters are all categorical, in a fixed order."""
-    if not all(isinstance(p, Categorical) for p in learner.space.params):
+    categoricals = [p for p in learner.space.params if isinstance(p, Categorical)]
+    if len(categoricals) != len(learner.space.params):
         raise ConfigError(f"learner {learner.name!r} has non-categorical parameters; it has no finite grid")
     names = learner.space.names
-    return [dict(zip(names, values)) for values in itertools.product(*(p.choices for p in learner.space.params))]
+    return [dict(zip(names, values)) for values in itertools.product(*(p.choices for p in categoricals))]

@@ -59,7 +59,8 @@ def _delta(n: int) -> float:
     return max(0.025, 1.0 / (1.0 + 0.004 * n))
 
 
-def _lower_bound(n_lab: np.ndarray, n_rows: np.ndarray, c0: float, min_rows: int, d: float) -> np.ndarray:
+def _lower_bound(n_lab: float | np.ndarray, n_rows: float | np.ndarray, c0: float, min_rows: int,
+                 d: float) -> np.ndarray:
     n_rows = np.asarray(n_rows, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         lb = n_lab / n_rows - np.sqrt(c0 * (1.0 - c0) * (1.0 - d) / (d * n_rows))

@@ -14,6 +14,8 @@ its privacy mechanism on, the grid bins it coarsens are moved once by
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from raytune_fed.errors import ConfigError
@@ -69,7 +71,8 @@ def grid_edges(X: np.ndarray, n_bins: int, grid: list[np.ndarray]) -> list[np.nd
     return out
 
 
-def randomised_bins(bins: np.ndarray, n_bins: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarray:
+def randomised_bins(bins: np.ndarray, n_bins: np.ndarray | Sequence[int], epsilon: float,
+                    rng: np.random.Generator) -> np.ndarray:
     """``bins`` moved by two-sided geometric noise, ``P(shift = d)`` proportional to ``exp(-epsilon |d|)``,
     then clipped to each feature's ``n_bins``: the geometric mechanism on the bin index, so any two values
     ``d`` bins apart are reported alike up to a factor ``exp(epsilon d)``."""

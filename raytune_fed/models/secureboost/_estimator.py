@@ -18,7 +18,8 @@ homomorphic operations), ``training_cost_`` (eq. 5 seconds from ``op_times_``),
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -61,6 +62,8 @@ class SecureBoostClassifier(ClassifierMixin, BaseEstimator):
     max_block : largest number of instances per ciphertext (a power of two).
     random_state : int seed (subsampling, the passive parties' noise).
     """
+
+    passive_features_: list[np.ndarray] | None  # None: the passive parties are remote
 
     def __init__(self, n_federated_trees: int = 5, n_local_trees: int = 0, max_depth: int = 3,
                  learning_rate: float = 0.3, subsample: float = 1.0, purity_threshold: float = 1.0,
@@ -183,8 +186,12 @@ class SecureBoostClassifier(ClassifierMixin, BaseEstimator):
         for party, keys in keys_by_party.items():
             endpoint = self.passive_[party - 1]
             if remote:
+                if rows is None:  # apply() refuses a remote model without rows=; None here is a bug
+                    raise RuntimeError("routing through remote passive parties needs the rows' ids")
                 bits = endpoint.route(keys, rows)
             else:
+                if X is None or self.passive_features_ is None:  # in-process parties: apply() passes X
+                    raise RuntimeError("routing through in-process passive parties needs X and their columns")
                 bits = endpoint.route_features(keys, X[:, self.passive_features_[party - 1]])
             for c, key in enumerate(keys):
                 out[key] = np.asarray(bits)[:, c]

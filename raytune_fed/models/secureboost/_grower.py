@@ -19,16 +19,15 @@ a split the passive party owned are known to it regardless: it computed them.)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
-from raytune_fed.crypto import GHCodec, Layout, SecretContext, choose_block
+from raytune_fed.crypto import Ciphertexts, GHCodec, Layout, SecretContext
 from raytune_fed.errors import ConfigError
 from raytune_fed.models.secureboost._protocol import NodeQuery, PassiveEndpoint
-from raytune_fed.models.secureboost._split import (
-    Candidate, SplitRule, best_left_split, best_split, leaf_value, purity)
+from raytune_fed.models.secureboost._split import Candidate, SplitRule, best_left_split, best_split, leaf_value, purity
 from raytune_fed.models.secureboost._tree import ACTIVE, Tree
 from raytune_fed.models.secureboost._view import positions_in, without
 
@@ -138,7 +137,7 @@ class TreeGrower:
         for j in jobs:
             shared = j.federated and bool(s.endpoints) and purity(s.labels[j.sample], s.n_classes) < s.purity_threshold
             root = _Node(0, j.sample, int(j.gq[j.sample].sum()), int(j.hq[j.sample].sum()), shared)
-            growing.append(_Growing(j, Tree(j.index, j.output, s.max_depth, j.federated),
+            growing.append(_Growing(j, Tree.empty(j.index, j.output, s.max_depth, j.federated),
                                     np.zeros(s.labels.size, dtype=np.int64), [root]))
         for depth in range(s.max_depth + 1):
             for g in growing:
@@ -179,7 +178,7 @@ class TreeGrower:
         shared = [(g, nodes) for g, nodes in shared if nodes]
         if not shared:
             return
-        sealed: dict[tuple[int, int], tuple[object, int]] = {}  # the same ciphertexts serve every passive party
+        sealed: dict[tuple[int, int], tuple[Ciphertexts, int]] = {}  # the same ciphertexts serve every passive party
         for party, endpoint in enumerate(s.endpoints, start=1):
             queries, direct, plans = [], [], []
             for g, nodes in shared:
@@ -258,6 +257,8 @@ class TreeGrower:
             left, right = n.pos[go_left], n.pos[~go_left]
             tree.set_split(n.id, ACTIVE, best.mask, n.shared)
         else:  # ``left_at``: positions in ``n.pos`` of the rows the passive party sent left
+            if left_at is None:  # _split_level asked the winner for every passive split; None is a bug
+                raise RuntimeError(f"no answer from passive party {best.party} for node {n.id}")
             left, right = n.pos[left_at], without(n.pos, left_at)
             tree.set_split(n.id, best.party, -1, n.shared)
         shared = n.shared and max(purity(s.labels[left], s.n_classes),

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -54,7 +55,8 @@ def passive_blocks(spec: Any, n_features: int) -> list[np.ndarray]:
     blocks = list(spec)
     if blocks and all(isinstance(b, (int, np.integer)) and not isinstance(b, bool) for b in blocks):
         blocks = [blocks]
-    out, seen = [], set()
+    out: list[np.ndarray] = []
+    seen: set[int] = set()
     for b in blocks:
         cols = np.asarray(list(b))
         if cols.ndim != 1 or cols.size == 0 or not np.issubdtype(cols.dtype, np.integer):

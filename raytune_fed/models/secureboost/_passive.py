@@ -23,13 +23,14 @@ moved bins (``route_features``, for rows that are not aligned rows, bins them as
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from raytune_fed._checks import check_float, check_int
-from raytune_fed.crypto import Ciphertexts, Layout, ThresholdMasks, load_public_context
+from raytune_fed.crypto import Ciphertexts, Layout, PublicContext, ThresholdMasks, load_public_context
 from raytune_fed.errors import ConfigError
 from raytune_fed.models.secureboost._binning import apply_bins, coarsen, grid_edges, quantile_edges, randomised_bins
 from raytune_fed.models.secureboost._protocol import NodeQuery
@@ -84,7 +85,7 @@ class PassiveWorker:
         self._grid_bins: np.ndarray | None = None
         self._seed = seed
         self._rng = as_generator(seed)
-        self._context = None
+        self._context: PublicContext | None = None
         self._edges: list[np.ndarray] = []
         self._bins: np.ndarray | None = None   # every row's bin of every feature
         self._train = np.zeros(self.n_rows, dtype=bool)
@@ -119,7 +120,7 @@ class PassiveWorker:
         self._context = load_public_context(public_context)
         self.view = PassiveView(context_bytes=len(public_context))
         self._n_bins = int(n_bins)
-        if self._grid is None:
+        if self._grid is None or self._grid_bins is None:  # both are made once, together
             self._grid = quantile_edges(self._X, self._max_bins)
             self._grid_bins = apply_bins(self._X, self._grid)
             if self._bin_privacy is not None:
@@ -135,7 +136,7 @@ class PassiveWorker:
     def members(self, tree: int, rows: np.ndarray) -> np.ndarray:
         """Which of tree ``tree``'s masks each of ``rows`` falls into, ``(len(rows), n_masks)`` (the owner's view)."""
         state = self._trees[int(tree)]
-        return ThresholdMasks(self._bins[np.asarray(rows)], self._n_bins, state.slot_of).member(
+        return ThresholdMasks(self._opened_bins()[np.asarray(rows)], self._n_bins, state.slot_of).member(
             0, len(rows), self.n_candidates)
 
     def histograms(self, queries: Sequence[NodeQuery],
@@ -154,6 +155,8 @@ class PassiveWorker:
         for q, rows in plan:
             known = self.view.tree(q.tree).nodes
             if q.direct:
+                if q.gh is None:  # _check_level refuses a direct query without ciphertexts; None is a bug
+                    raise RuntimeError(f"tree {q.tree}: node {q.node} has no ciphertexts")
                 if deadline is not None:
                     deadline()
                 self.view.ciphertext_bytes += q.gh.size
@@ -171,6 +174,8 @@ class PassiveWorker:
         """Each query with its node's rows, once the whole request is checked; new trees get their order."""
         by_tree: dict[int, list[NodeQuery]] = {}
         for q in queries:
+            if q.direct and q.gh is None:
+                raise ConfigError(f"tree {q.tree}: node {q.node} is sent with its rows but without their ciphertexts")
             by_tree.setdefault(int(q.tree), []).append(q)
         plan: list[tuple[NodeQuery, np.ndarray]] = []
         new_trees = []
@@ -178,7 +183,7 @@ class PassiveWorker:
             known = self.view.trees[tree].nodes if tree in self.view.trees else {}
             state = self._trees.get(tree)
             if state is None:
-                if len(qs) != 1 or qs[0].node != 0 or qs[0].parent != -1 or not qs[0].direct:
+                if len(qs) != 1 or qs[0].node != 0 or qs[0].parent != -1 or qs[0].rows is None:
                     raise ConfigError(f"tree {tree}: a new tree starts with its root alone")
                 rows = self._check_rows(qs[0].rows)
                 if not np.all(self._train[rows]):
@@ -195,7 +200,7 @@ class PassiveWorker:
                 if q.node <= 0 or q.parent != (q.node - 1) // 2 or q.parent not in state.level:
                     raise ConfigError(f"tree {tree}: node {q.node} is not a child of a node of the tree's last level")
                 parent = known[q.parent]
-                if q.direct:
+                if q.rows is not None:  # a direct query
                     rows = self._check_rows(q.rows)
                     if positions_in(parent, rows) is None:
                         raise ConfigError(f"tree {tree}: node {q.node} holds rows outside node {q.parent}")
@@ -230,7 +235,7 @@ class PassiveWorker:
                 raise ConfigError(f"split {slot} names no candidate; this party has {self.n_candidates}")
             feature, k = divmod(int(state.candidate_of[slot]), self._n_bins - 1)
             rows = self.view.trees[tree].nodes[node]
-            go_left = self._bins[rows, feature] <= k
+            go_left = self._opened_bins()[rows, feature] <= k
             if go_left.all() or not go_left.any():
                 raise ConfigError(f"tree {tree}: split {slot} does not divide node {node}")
             checked.append((tree, node, rows, go_left))
@@ -247,7 +252,8 @@ class PassiveWorker:
 
     def _lowest(self, rows: np.ndarray, go_left: np.ndarray) -> tuple[int, int]:
         """The lowest (feature, bin) that divides ``rows`` as ``go_left`` does."""
-        left, right = self._bins[rows[go_left]], self._bins[rows[~go_left]]
+        bins = self._opened_bins()
+        left, right = bins[rows[go_left]], bins[rows[~go_left]]
         top, bottom = left.max(axis=0), right.min(axis=0)
         feature = int(np.flatnonzero(top < bottom)[0])
         return feature, int(top[feature])
@@ -256,7 +262,7 @@ class PassiveWorker:
         """Go-left bits ``(len(rows), len(keys))`` of this party's splits ``keys`` for ``rows``."""
         rows = self._check_rows(rows, sorted_unique=False)
         self.view.n_route_queries += 1
-        return self._bits(keys, self._bins[rows])
+        return self._bits(keys, self._opened_bins()[rows])
 
     def route_features(self, keys: Sequence[tuple[int, int]], features: np.ndarray) -> np.ndarray:
         """Like :meth:`route` for new rows of this party's columns (in-process prediction)."""
@@ -275,6 +281,12 @@ class PassiveWorker:
             feature, k = self._splits[key]
             out[:, c] = bins[:, feature] <= k
         return out
+
+    def _opened_bins(self) -> np.ndarray:
+        """Every row's bin of every feature under this session's cut points."""
+        if self._bins is None:
+            raise ConfigError("open_session must come before split and route queries")
+        return self._bins
 
     def _check_rows(self, rows: np.ndarray, sorted_unique: bool = True) -> np.ndarray:
         r = np.asarray(rows)

@@ -8,8 +8,9 @@ through a passive node needs that party's answer (:meth:`Tree.passive_keys`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -24,18 +25,17 @@ class Tree:
     output: int
     max_depth: int
     federated: bool
-    owner: np.ndarray = field(default=None)      # type: ignore[assignment]
-    mask: np.ndarray = field(default=None)       # type: ignore[assignment]
-    value: np.ndarray = field(default=None)      # type: ignore[assignment]
-    shared: np.ndarray = field(default=None)     # type: ignore[assignment]  node built with passive parties
+    owner: np.ndarray
+    mask: np.ndarray
+    value: np.ndarray
+    shared: np.ndarray  # node built with passive parties
 
-    def __post_init__(self) -> None:
-        size = 2 ** (self.max_depth + 1) - 1
-        if self.owner is None:
-            self.owner = np.full(size, ABSENT, dtype=np.int16)
-            self.mask = np.full(size, -1, dtype=np.int32)
-            self.value = np.zeros(size, dtype=np.float64)
-            self.shared = np.zeros(size, dtype=bool)
+    @classmethod
+    def empty(cls, index: int, output: int, max_depth: int, federated: bool) -> Tree:
+        """A tree of depth ``max_depth`` whose nodes are all ABSENT."""
+        size = 2 ** (max_depth + 1) - 1
+        return cls(index, output, max_depth, federated, np.full(size, ABSENT, dtype=np.int16),
+                   np.full(size, -1, dtype=np.int32), np.zeros(size, dtype=np.float64), np.zeros(size, dtype=bool))
 
     def set_leaf(self, node: int, value: float, shared: bool) -> None:
         self.owner[node], self.value[node], self.shared[node] = LEAF, value, shared
@@ -54,7 +54,8 @@ class Tree:
     def n_leaves(self) -> int:
         return int(np.count_nonzero(self.owner == LEAF))
 
-    def apply(self, active_bins: np.ndarray, n_bins: int, passive_left: Mapping[tuple[int, int], np.ndarray]) -> np.ndarray:
+    def apply(self, active_bins: np.ndarray, n_bins: int,
+              passive_left: Mapping[tuple[int, int], np.ndarray]) -> np.ndarray:
         """Leaf node of every row; ``passive_left[(tree, node)]`` is the passive party's go-left bits."""
         n = active_bins.shape[0]
         node = np.zeros(n, dtype=np.int64)

@@ -10,9 +10,15 @@ Ray is imported only when the Tune parts are used.
 
 from raytune_fed.workflows.cmosb._methods import BASELINES, ES_PRESETS, METHODS, grid_values, method_runs
 from raytune_fed.workflows.cmosb._objectives import OBJECTIVES, PARAMETERS, Evaluation, search_space
-from raytune_fed.workflows.cmosb._summary import (feasible, flat_results, format_summary, hypervolume_by_generation,
-                                                  normalise, summarize)
 from raytune_fed.workflows.cmosb._report import front_figures, generation_figures, write_outputs, write_report
+from raytune_fed.workflows.cmosb._summary import (
+    feasible,
+    flat_results,
+    format_summary,
+    hypervolume_by_generation,
+    normalise,
+    summarize,
+)
 from raytune_fed.workflows.cmosb._tasks import SENSORLESS_OPENML, TASKS, VerticalTask, load_task
 from raytune_fed.workflows.cmosb._trial import evaluate
 

@@ -20,11 +20,13 @@ Every method is a list of :class:`Run`; a run is one ``tune.Tuner`` experiment.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
+from raytune_fed.errors import ConfigError
 from raytune_fed.random import derive, seed_int
 from raytune_fed.space import Float, Int, SearchSpace
 from raytune_fed.workflows.cmosb._objectives import OBJECTIVES, PARAMETERS, search_space
@@ -65,8 +67,11 @@ def grid_values(space: SearchSpace, levels: int) -> dict[str, list[Any]]:
     """The midpoints of ``levels`` equal slices of each range (integers rounded, duplicates dropped)."""
     out: dict[str, list[Any]] = {}
     for p in space.params:
+        if not isinstance(p, (Float, Int)):
+            raise ConfigError(f"grid_values needs numeric parameters, {p.name!r} is a {type(p).__name__}")
         grid = p.low + (np.arange(levels) + 0.5) / levels * (p.high - p.low)
-        out[p.name] = sorted({int(round(v)) for v in grid}) if isinstance(p, Int) else [round(float(v), 6) for v in grid]
+        out[p.name] = (sorted({int(round(v)) for v in grid}) if isinstance(p, Int)
+                       else [round(float(v), 6) for v in grid])
     return out
 
 

@@ -8,8 +8,9 @@ figure functions return matplotlib figures; the page writes them.  Pure pandas/m
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd

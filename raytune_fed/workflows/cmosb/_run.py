@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pandas as pd
 from ray import tune
@@ -27,9 +28,9 @@ from ray.tune import Callback
 
 from raytune_fed._checks import MAX_SEED, check_choice, check_int, check_output_dir, check_share
 from raytune_fed._limits import check_bounded, limits
-from raytune_fed.attacks import N_SAMPLE
 from raytune_fed.algorithms.nsga2 import CONSTRAINT_HANDLING
-from raytune_fed.crypto import REFERENCE_OP_TIMES, check_scheme
+from raytune_fed.attacks import N_SAMPLE
+from raytune_fed.crypto import REFERENCE_OP_TIMES, OpTimes, check_scheme
 from raytune_fed.errors import ConfigError
 from raytune_fed.models.secureboost import SecureBoostClassifier, check_op_times, check_params
 from raytune_fed.workflows.cmosb._methods import BASELINES, ES_PRESETS, METHODS, Run, es_config, method_runs
@@ -124,7 +125,14 @@ class CMOSBSettings:
             from raytune_fed.crypto import calibrate
 
             return calibrate().as_dict()
-        return check_op_times(self.op_times).as_dict()
+        return self._given_op_times().as_dict()
+
+    def _given_op_times(self) -> OpTimes:
+        """``op_times`` given as seconds per operation, as an ``OpTimes``."""
+        times = check_op_times(self.op_times)
+        if times is None:
+            raise ConfigError(f"op_times must be one of {list(OP_TIMES_SOURCES)} or seconds per operation, got None")
+        return times
 
     @property
     def methods(self) -> tuple[str, ...]:
@@ -141,7 +149,7 @@ class CMOSBSettings:
 
     def as_json(self) -> dict[str, Any]:
         out = asdict(self)
-        out["op_times"] = self.op_times if isinstance(self.op_times, str) else check_op_times(self.op_times).as_dict()
+        out["op_times"] = self.op_times if isinstance(self.op_times, str) else self._given_op_times().as_dict()
         out["baselines"], out["points"] = list(self.baselines), [check_point(p) for p in self.points]
         return out
 
@@ -203,7 +211,7 @@ def run_method(run: Run, trainable: Any, storage: Path, progress: Any) -> pd.Dat
     from raytune_fed.grid import GridIncompleteError
 
     path = storage / run.name
-    callbacks = [_Progress(run.name, _expected(run), progress)]
+    callbacks: list[Callback] = [_Progress(run.name, _expected(run), progress)]
     if tune.Tuner.can_restore(str(path)):
         progress.note(f"{run.name}: restoring the interrupted Tune run")
         tuner = tune.Tuner.restore(str(path), trainable=trainable, param_space=run.param_space or None,
@@ -223,10 +231,13 @@ def run_method(run: Run, trainable: Any, storage: Path, progress: Any) -> pd.Dat
                                   f"{path}; run the same command again to retry",
                                   [(run.name, repr(e)[:200]) for e in grid.errors])
     rows = []
-    for result in grid:
+    for i in range(len(grid)):  # ResultGrid is indexable, not typed as iterable
+        result = grid[i]
         m = result.metrics
         if not m or "utility_loss" not in m:
             continue
+        if result.config is None:
+            raise RuntimeError(f"{run.name}: Tune returned trial {m['trial_id']} without its config")
         rows.append({"method": run.method, "run": run.name, "trial_id": m["trial_id"], "finished_at": m["timestamp"],
                      "preset": result.config["es"]["name"] if "es" in result.config else "",
                      **{k: m[f"x_{k}"] for k in PARAMETERS},
@@ -253,6 +264,8 @@ def _with_generations(frame: pd.DataFrame, run: Run, path: Path) -> pd.DataFrame
     The record is the searcher's checkpoint in the Tune run's directory (Tune writes it when
     the run ends), so a restored run reads it like an uninterrupted one.
     """
+    if run.make_searcher is None:
+        raise ConfigError(f"{run.name}: a CMOSB run has no searcher to read its record from")
     searcher = run.make_searcher()
     searcher.restore_from_dir(str(path))
     members = searcher.members()

@@ -17,7 +17,8 @@ in the one console format of :func:`raytune_fed.report.format_summary_table`.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -98,7 +99,7 @@ def hypervolume_by_generation(scaled: pd.DataFrame, ok: np.ndarray, *, populatio
     ok = np.asarray(ok, dtype=bool)
     out = []
     for g in range(int(generations.max()) + 1):
-        keep = ok & (generations <= g) & (until >= g if population else True)
+        keep = ok & (generations <= g) & (until >= g if until is not None else True)
         out.append(hypervolume(points[keep], REFERENCE) if keep.any() else 0.0)
     return out
 

@@ -21,8 +21,9 @@ import json
 import secrets
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from raytune_fed.attacks import N_SAMPLE, privacy_leakage
 from raytune_fed.crypto import calibrate
@@ -127,7 +128,8 @@ def run_trial(config: dict, parties: Parties, session: str) -> dict[str, Any]:
     return {"utility_loss": report.utility_loss, "training_cost": report.training_cost,
             "privacy_leakage": leakage.value, **report.op_counts.as_dict(), "fit_seconds": report.fit_seconds,
             "attack_seconds": time.perf_counter() - start, "n_trees": report.n_trees,
-            "n_federated_trees_grown": report.n_federated_trees, **{f"x_{k}": v for k, v in trial_params(config).items()}}
+            "n_federated_trees_grown": report.n_federated_trees,
+            **{f"x_{k}": v for k, v in trial_params(config).items()}}
 
 
 def trainable(config: dict, parties: Parties) -> dict[str, Any]:

@@ -6,12 +6,11 @@ learners: :mod:`raytune_fed.models.pu`; search: :class:`raytune_fed.algorithms.h
 paper leaves open are listed in ``docs/pu.md``.
 """
 
-from raytune_fed.workflows.pu._methods import METHOD_NAMES, MethodResult, check_methods, estimate_prior, run_method
 from raytune_fed.workflows.pu._grid import PUCell, PUGridSettings, build_grid, run_cell, run_grid
+from raytune_fed.workflows.pu._methods import METHOD_NAMES, MethodResult, check_methods, estimate_prior, run_method
 from raytune_fed.workflows.pu._ode import ODESettings, SearchResult, configuration_set, nested_order, run_ode
 from raytune_fed.workflows.pu._report import write_report
 from raytune_fed.workflows.pu._summary import flat_results, format_summary, summarize
-
 
 
 def run_ode_tune(*args, **kwargs):

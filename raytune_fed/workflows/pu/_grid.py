@@ -115,7 +115,7 @@ class PUGridSettings:
             try:
                 check_int("baseline_configs", self.baseline_configs, 1, top)
             except ConfigError as exc:
-                raise ConfigError(f"{exc}: the grid of {max(sizes, key=sizes.get)} has {top} configurations, "
+                raise ConfigError(f"{exc}: the grid of {max(sizes, key=lambda m: sizes[m])} has {top} configurations, "
                                   f"so more cannot be kept") from None
 
 

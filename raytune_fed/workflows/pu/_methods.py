@@ -19,8 +19,9 @@ an ODE search that names no configuration (every fit failed) and a WSVM that can
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -77,7 +78,7 @@ def thin(configs: list[dict[str, Any]], max_configs: int | None) -> list[dict[st
 
 
 def _risk_selection(split: PUSplit, learner: str, prior: float, seed: Any,
-                    max_configs: int | None) -> tuple[dict, float, int]:
+                    max_configs: int | None) -> tuple[dict[str, Any], float, int]:
     risk = upu_risk if learner == "upu" else nnpu_risk
     best, best_risk, best_model = None, np.inf, None
     model_seed = seed_int(derive(seed, learner, "models"))
@@ -87,6 +88,8 @@ def _risk_selection(split: PUSplit, learner: str, prior: float, seed: Any,
         value = risk(split.s_val, model.decision_function(split.X_val), prior)
         if value < best_risk:
             best, best_risk, best_model = config, value, model
+    if best is None or best_model is None:
+        raise NoSelectionError(f"{learner}: no configuration of {len(configs)} had a finite validation risk")
     return best, auc(split.y_test, best_model.decision_function(split.X_test)), split.n_train * len(configs)
 
 
@@ -117,13 +120,14 @@ def run_method(name: str, split: PUSplit, *, seed: Any, ode: ODESettings | None 
                             split.n_train * supervised_trials, time.perf_counter() - start, None)
     if prior not in PRIOR_SOURCES:
         raise ConfigError(f"unknown prior source {prior!r}; known: {list(PRIOR_SOURCES)}")
-    prior = estimate_prior(split, seed) if prior == "tice" else float(split.unlabelled_prior())
+    class_prior = estimate_prior(split, seed) if prior == "tice" else float(split.unlabelled_prior())
     if name == "ode":
         try:
-            result = run_ode(split, ode or ODESettings(), prior=prior, seed=seed)
+            result = run_ode(split, ode or ODESettings(), prior=class_prior, seed=seed)
         except NoSelectionError as exc:     # e.g. every rung too small to fit on: no model, no test AUC
-            return MethodResult(name, float("nan"), {}, 0, time.perf_counter() - start, prior, no_selection=str(exc))
+            return MethodResult(name, float("nan"), {}, 0, time.perf_counter() - start, class_prior,
+                                no_selection=str(exc))
         return MethodResult(name, result.test_auc, result.config, result.rows_used + result.rows_final,
-                            time.perf_counter() - start, prior)
-    config, test_auc, rows = _risk_selection(split, name, prior, seed, max_configs)
-    return MethodResult(name, test_auc, config, rows, time.perf_counter() - start, prior)
+                            time.perf_counter() - start, class_prior)
+    config, test_auc, rows = _risk_selection(split, name, class_prior, seed, max_configs)
+    return MethodResult(name, test_auc, config, rows, time.perf_counter() - start, class_prior)

@@ -20,14 +20,15 @@ least ``min_rows = 2`` rows (one labelled, one unlabelled: the least a PU learne
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
+from raytune_fed._checks import check_float, check_int
 from raytune_fed.algorithms.halving import RESERVED_KEYS, SuccessiveHalving
 from raytune_fed.algorithms.schedules import DEFAULT_ETA0, DEFAULT_MU, check_schedule
-from raytune_fed._checks import check_float, check_int
 from raytune_fed.errors import ConfigError
 from raytune_fed.metrics import DensityRatio, auc, bounded_scores, pu_score
 from raytune_fed.metrics.pu import EVALUATORS

@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -182,8 +183,10 @@ def _run_method(method: Method, ev: Evaluator, space: Any, design: list[dict], n
             local, remote, _ = observe(c)
             run.history.append({"config": c, "local": local, "remote": remote})
     else:
-        common = dict(seed=int(s_search.generate_state(1)[0]), n_initial_points=len(design), points_to_evaluate=list(design))
-        core = ParEGO(space, 2, **common) if method.kind == "multi" else GPMinimizer(space, **common)
+        search_seed, points = int(s_search.generate_state(1)[0]), list(design)
+        core = (ParEGO(space, 2, seed=search_seed, n_initial_points=len(points), points_to_evaluate=points)
+                if method.kind == "multi"
+                else GPMinimizer(space, seed=search_seed, n_initial_points=len(points), points_to_evaluate=points))
         for _ in range(n_total):
             s0 = time.perf_counter()
             (c,) = core.ask(1)
@@ -230,7 +233,7 @@ def _final_losses(openbox: OpenBox, learner: Any, configs: list[dict], fit_seed:
                 for i in range(len(configs))]
     cu_out: list[float | None] = []
     for i in range(len(configs)):
-        answered = [f.values[i] for f in cu_finals if f.values[i] is not None]
+        answered = [v for v in (f.values[i] for f in cu_finals) if v is not None]
         cu_out.append(float(np.mean(answered)) if answered else None)  # unweighted mean over curators
     return ob_out, cu_out, list(lb_final.values), withheld
 

@@ -13,17 +13,27 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import pandas as pd
 
 from raytune_fed._checks import check_int, check_unique
 from raytune_fed.errors import ConfigError
 from raytune_fed.grid import (
-    CellResult, Progress, RayExecutor, Unplaceable, check_grid_size, check_retry_options, plan_cells, run_cells,
-    wait_for_declared)
+    CellResult,
+    Executor,
+    Progress,
+    RayExecutor,
+    Unplaceable,
+    check_grid_size,
+    check_retry_options,
+    plan_cells,
+    run_cells,
+    wait_for_declared,
+)
 from raytune_fed.runtime import check_address, check_num_cpus
 from raytune_fed.store import ResultStore, write_atomic
 from raytune_fed.workflows.rfms._refusals import check_answered
@@ -61,7 +71,7 @@ def check_site_bounds(settings: RFMSSettings, plan: Any) -> None:
         inbag, _ = inbag_outbag(y, inbag_fraction=settings.inbag_fraction, seed=0)  # counts do not depend on it
         inbags[name] = y[inbag]
     rarest = {name: int(np.unique(y, return_counts=True)[1].min()) for name, y in inbags.items()}
-    name = min(rarest, key=rarest.get)
+    name = min(rarest, key=lambda n: rarest[n])
     if settings.n_folds > rarest[name]:
         raise ConfigError(f"n_folds must be at most {rarest[name]}, got {settings.n_folds}: site {name!r} has "
                           f"{rarest[name]} in-bag rows of its rarer class and every fold needs one")
@@ -95,7 +105,8 @@ def build_grid(settings: RFMSSettings, *, n_sites: int, learners: Sequence[str],
 
 def _spread(roles: list[Any], k: int) -> list[Any]:
     """``k`` role assignments with distinct openboxes first (so small runs vary the openbox)."""
-    out, used = [], set()
+    out: list[Any] = []
+    used: set[Any] = set()
     for r in roles:
         if r.openbox not in used and len(out) < k:
             out.append(r)
@@ -174,6 +185,11 @@ def pin_sites(out: str | Path, site_names: Sequence[str], placement_timeout: flo
                              progress.note if progress is not None else None)
 
 
+def _no_sites_started(spec: ExperimentSpec) -> CellResult:
+    """``run_cell`` while no site runs (nothing to run, or no cell can be placed): executors never call it then."""
+    raise RuntimeError(f"cell {spec.label} cannot run: the grid's sites were not started")
+
+
 def run_grid(settings: RFMSSettings, *, learners: Sequence[str], n_reps: int = 1, n_pairs: int | None = None,
              out: str | Path, address: str | None = None, num_cpus: int | None = None,
              progress: Progress | None = None, recompute_damaged: bool = False, placement_timeout: float = 600.0,
@@ -195,13 +211,13 @@ def run_grid(settings: RFMSSettings, *, learners: Sequence[str], n_reps: int = 1
     """
     from raytune_fed.grid import InProcessExecutor
     from raytune_fed.runtime import connect
-    from raytune_fed.workflows.rfms._sites import check_sites_choice, grid_schedule, remote_sites, start_sites
+    from raytune_fed.workflows.rfms._sites import check_sites_choice, grid_schedule, remote_sites
 
     check_address(address)
     check_num_cpus(num_cpus)
     check_retry_options(max_retries, placement_timeout)
     sites = check_sites_choice(sites)
-    executor = InProcessExecutor() if sites == "local" else \
+    executor: Executor = InProcessExecutor() if sites == "local" else \
         RayExecutor(max_retries=max_retries, placement_timeout=placement_timeout, long_tail=long_tail)
     _check_learners(learners)
     check_int("n_reps", n_reps, 1)
@@ -212,7 +228,8 @@ def run_grid(settings: RFMSSettings, *, learners: Sequence[str], n_reps: int = 1
                        site_names=plan.site_names, site_actors=sites == "actor")
     if isinstance(sites, Path):
         remote_sites(plan, sites)  # the file is checked before Ray starts
-    run_cell, started, n_cores = None, None, 0
+    run_cell: Callable[[ExperimentSpec], CellResult] = _no_sites_started
+    started, n_cores = None, 0
     if plan_cells(specs, store, recompute_damaged=recompute_damaged).todo:  # else neither Ray nor sites start
         if isinstance(sites, Path):
             remote_sites(plan, sites, reach=True)  # every site answers, before Ray starts

@@ -15,8 +15,9 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
 
 from raytune_fed.errors import QueryRefusedError
 from raytune_fed.grid import GridIncompleteError

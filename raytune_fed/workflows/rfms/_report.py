@@ -9,8 +9,9 @@ one report layer (:mod:`raytune_fed.report`: ``index.html`` with embedded figure
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd

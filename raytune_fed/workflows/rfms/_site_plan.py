@@ -13,8 +13,9 @@ The guard is not part of a plan: it is the owner's own choice (``site init --gua
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from raytune_fed.errors import ConfigError
 from raytune_fed.federation._init_cli import PLAN_KEYS

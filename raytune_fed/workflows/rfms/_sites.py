@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -178,7 +179,7 @@ class StartedSites:
         if self._simulated is not None:
             self._simulated.close()
 
-    def __enter__(self) -> "StartedSites":
+    def __enter__(self) -> StartedSites:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -186,7 +187,7 @@ class StartedSites:
 
 
 def start_sites(plan: SitePlan, settings: RFMSSettings, schedule: Any, *, sites: str | Path = "actor",
-                n_learners: int = 1, workdir: str | os.PathLike, max_retries: int = 2) -> StartedSites:
+                n_learners: int = 1, workdir: str | os.PathLike[str], max_retries: int = 2) -> StartedSites:
     """Start (or reach) every site of ``plan`` and declare ``schedule`` to each.
 
     ``sites`` is a deployment (see :data:`DEPLOYMENTS`; the grid plays the owners and
@@ -198,11 +199,11 @@ def start_sites(plan: SitePlan, settings: RFMSSettings, schedule: Any, *, sites:
     from raytune_fed import federation
 
     sites = check_sites_choice(sites)
-    data = tuple(plan.site(i) for i in range(len(plan.site_names)))
+    data: tuple[tuple[Any, Any], ...] = tuple(plan.site(i) for i in range(len(plan.site_names)))
     if sites != "local":  # put once: the cells' openbox rows, and a simulated site actor's own
         import ray
 
-        data = tuple(tuple(ray.put(a) for a in d) for d in data)
+        data = tuple((ray.put(X), ray.put(y)) for X, y in data)
     simulated = None
     if isinstance(sites, Path):
         clients, deployment = remote_sites(plan, sites), "service"
@@ -229,7 +230,7 @@ def start_sites(plan: SitePlan, settings: RFMSSettings, schedule: Any, *, sites:
     return StartedSites(SiteHandles(data, clients, deployment), simulated)
 
 
-def _abandon(simulated: Any, workdir: str | os.PathLike, fresh: bool, schedule: Any) -> str | None:
+def _abandon(simulated: Any, workdir: str | os.PathLike[str], fresh: bool, schedule: Any) -> str | None:
     """Stop simulated sites that did not start and, if this run made their folder, remove it (their
     ledgers hold no answer yet); what the system says when that folder cannot take the schedule's
     declaration (e.g. ``"no space left on device"``), or None."""

@@ -4,8 +4,9 @@ what a cell's stored rows must satisfy (:func:`rows_problem`)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -71,9 +72,10 @@ class RFMSSettings:
         get_methods(self.methods)
 
     @classmethod
-    def from_config(cls, config: dict) -> "RFMSSettings":
+    def from_config(cls, config: Mapping[str, Any]) -> RFMSSettings:
         """Settings back from their stored form (``asdict``, lists for tuples)."""
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in config.items()})
+        fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in config.items()}
+        return cls(**fields)
 
 
 @dataclass(frozen=True)
@@ -179,8 +181,9 @@ def _row_problem(row: Mapping[str, Any], identity: Mapping[str, Any]) -> str | N
     problem = number_problem("n_selected", n, 1, float("inf"), integer=True)
     if problem:
         return problem
+    raw = row.get("selected")
     try:
-        selected = json.loads(row.get("selected"))
+        selected = json.loads(raw) if isinstance(raw, (str, bytes, bytearray)) else None
     except (TypeError, ValueError):
         selected = None
     if not isinstance(selected, list) or len(selected) != n:
