@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # for annotations only
-    from ray._private.worker import RemoteFunction3  # the typed result of ray.remote on a 4-argument function
+if TYPE_CHECKING:  # for annotations only: the typed result of ray.remote on a 4-argument function
+    from ray._private.worker import RemoteFunction3 as RemoteFunction3
 
 __all__ = ["canonical_gcs_address", "cluster_config", "current_node", "report_cluster_config",
            "session_dir"]

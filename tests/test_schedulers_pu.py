@@ -217,8 +217,11 @@ def test_a_non_finite_report_ranks_last_and_the_trial_stops_once_its_rung_is_ran
     controller = _Controller(trials)
     for t in trials:
         scheduler.on_trial_add(controller, t)
-    for _ in trials:                                  # Tune starts every trial of rung 0
-        scheduler.choose_trial_to_run(controller).status = Trial.RUNNING
+    # PENDING trials are Tune's to start (their actors are requested); choosing one would move a cached
+    # actor onto it and cancel its own, which ran every trial on one actor (bench_pu_tune)
+    assert scheduler.choose_trial_to_run(controller) is None
+    for t in trials:                                  # Tune starts every trial of rung 0
+        t.status = Trial.RUNNING
     rows = scheduler.rung_rows[0]
     scores = {"t0": float("nan"), "t1": -0.3, "t2": -0.1, "t3": -0.2}
     decisions = {}
@@ -228,6 +231,7 @@ def test_a_non_finite_report_ranks_last_and_the_trial_stops_once_its_rung_is_ran
     assert decisions == {"t0": TrialScheduler.PAUSE, "t1": TrialScheduler.PAUSE, "t2": TrialScheduler.PAUSE,
                          "t3": TrialScheduler.CONTINUE}
     assert sorted(controller.stopped) == ["t0", "t1"]    # once rung 0 is ranked: t2 and t3 go on (sh keeps 2)
+    assert scheduler.choose_trial_to_run(controller) is trials[2]   # paused and promoted: the scheduler's to start
     assert sorted(r for r in scheduler.results() if r[1] == 0) == [(0, 0, rows, float("inf")), (1, 0, rows, 0.3),
                                                                    (2, 0, rows, 0.1), (3, 0, rows, 0.2)]
 

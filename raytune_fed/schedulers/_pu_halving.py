@@ -43,7 +43,9 @@ rung again; the replayed report is not told twice and its rows count as consumed
 Concurrency.  Do not set ``max_concurrent_trials`` below ``n_configs``: a synchronous rung
 needs every trial to exist, and Tune counts paused trials against that limit, so it would
 stop creating the trials the rung waits for.  Resources (CPUs per trial) bound how many
-train at once; ``reuse_actors=True`` keeps the pause/resume cost per rung small.
+train at once.  Pending trials are Tune's to start; :meth:`choose_trial_to_run` starts only
+the paused trials it promoted.  Use ``reuse_actors=True``; even so each pause and resume costs
+far more than a cheap fit (``docs/pu.md``, "The Tune path's cost").
 """
 
 from __future__ import annotations
@@ -52,7 +54,8 @@ import json
 import logging
 import math
 import os
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from ray.tune import Callback
 from ray.tune.experiment import Trial
@@ -190,7 +193,10 @@ class PUHalvingScheduler(TrialScheduler):
     def choose_trial_to_run(self, tune_controller: TuneController) -> Trial | None:
         jobs = {job["config_id"]: job for job in self._pull()}
         for trial in tune_controller.get_trials():
-            if trial.status not in (Trial.PENDING, Trial.PAUSED) or trial.trial_id not in self._trial_ids:
+            # PENDING trials are Tune's to start (each has its actor requested already); handing one
+            # back here would move a cached actor onto it and cancel that request, so trials would
+            # run one at a time on one actor while the requested ones start and are killed.
+            if trial.status != Trial.PAUSED or trial.trial_id not in self._trial_ids:
                 continue
             job = jobs.get(self._index(trial))
             if job is None:
@@ -231,7 +237,7 @@ class PUHalvingScheduler(TrialScheduler):
         if job is not None and rows == job["n_rows"]:
             value = _number(result[self._metric])
             if math.isfinite(value):
-                value = Objective(self._metric, self._mode).to_minimised(value)
+                value = self._objective().to_minimised(value)
                 self._core.tell([job], [[value]], seconds=[float(result.get(self._time_attr, 0.0))])
             else:
                 logger.warning("trial %s reported %s=%r at rung %d; it ranks last", trial.trial_id, self._metric,
@@ -323,6 +329,12 @@ class PUHalvingScheduler(TrialScheduler):
         self._core.ask(self._core.table.n_configs)
         return self._core.pending()
 
+    def _objective(self) -> Objective:
+        if self._metric is None or self._mode is None:
+            raise ConfigError(f"PUHalvingScheduler needs metric and mode (here or in TuneConfig), got "
+                              f"metric={self._metric!r}, mode={self._mode!r}")
+        return Objective(self._metric, check_direction(self._mode))
+
     def _job(self, i: int) -> dict[str, Any] | None:
         return next((job for job in self._core.pending() if job["config_id"] == i), None)
 
@@ -332,6 +344,8 @@ class PUHalvingScheduler(TrialScheduler):
         self._stop_hopeless(tune_controller, exclude=trial.trial_id)
         if i in ready:
             job = self._job(i)
+            if job is None:
+                raise RuntimeError(f"configuration {i} is ready but the halving core has no job for it")
             self._started.add((job["config_id"], job["rung"]))   # it trains its next rung right away
             return TrialScheduler.CONTINUE
         return TrialScheduler.PAUSE if self._core.has_future(i) else TrialScheduler.STOP
