@@ -14,22 +14,17 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from tests._ports import free_port
+
 RAY = str(Path(sys.executable).with_name("ray"))
 HIDE = 'mount -t tmpfs -o ro,size=64k tmpfs "$1" && cd "$1" && shift && exec "$@"'
 """The shell step that runs a node under ``unshare --mount``: an empty read-only folder over ``$1``."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class LocalCluster:

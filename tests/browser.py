@@ -13,13 +13,14 @@ from __future__ import annotations
 import base64
 import json
 import shutil
-import socket
 import subprocess
 import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tests._ports import free_port
 
 CHROMIUM = ("chromium", "chromium-browser", "google-chrome")
 DRIVER = ("chromedriver",)
@@ -47,12 +48,6 @@ class PageCheck:
     height: int
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _call(base: str, method: str, path: str, body: dict | None = None, timeout: float = 120.0) -> Any:
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(base + path, data=data, method=method,
@@ -70,7 +65,7 @@ class Browser:
 
     def __init__(self, *, width: int = 1280):
         self.width = width
-        port = _free_port()
+        port = free_port()
         self._driver = subprocess.Popen([_which(DRIVER), f"--port={port}"], stdout=subprocess.DEVNULL,
                                         stderr=subprocess.DEVNULL)
         self._base = f"http://127.0.0.1:{port}"

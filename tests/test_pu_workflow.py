@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -172,3 +174,11 @@ def test_tune_path_and_in_process_core_pick_the_same_configuration(ray_session, 
     tuned = run_ode_tune(split, settings, prior=0.3, seed=5, storage_path=str(tmp_path), configs=CONFIGS[:6])
     assert tuned.config == core.config and tuned.test_auc == core.test_auc
     assert tuned.rows_used == core.rows_used <= settings.budget_samples
+    # every rung report is kept in the driver: one per trial and rung it ran, as many as the core fitted
+    assert len(tuned.reports) == tuned.n_trial_rungs == len(core.trace)
+    assert {r["config_id"] for r in tuned.reports} == set(range(6))
+    assert sum(r["rung"] == 0 for r in tuned.reports) == 6
+    # Tune's file loggers wrote nothing, and the switch stayed inside this run (no process-wide variable)
+    written = {p.name for p in tmp_path.rglob("*") if p.is_file()}
+    assert not written & {"progress.csv", "result.json"} and not any(n.startswith("events.out") for n in written)
+    assert "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS" not in os.environ

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -15,12 +14,7 @@ import pytest
 
 from raytune_fed.cli._main import main
 from raytune_fed.federation import load_policy
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests._ports import free_port
 
 
 def test_site_init_writes_a_policy_tokens_and_a_certificate_and_refuses_to_overwrite(tmp_path, capsys):
@@ -60,7 +54,7 @@ def test_sites_set_up_by_site_init_serve_a_grid_through_a_sites_file(ray_session
         shutil.rmtree(owner_dir, ignore_errors=True)
         # --guard-k 0: on this tiny search the models predict one class on almost every row, and the default
         # guard (k = 5) refuses every such query, which the grid now reports as an empty result (exit 1)
-        assert main(["site", "init", str(owner_dir), "--port", str(_free_port()), "--guard-k", "0"]) == 0
+        assert main(["site", "init", str(owner_dir), "--port", str(free_port()), "--guard-k", "0"]) == 0
         printed = capsys.readouterr().out
         shutil.copy(owner_dir / "analyst.token", tmp_path / "analyst" / "tokens" / name)  # as the owner hands
         shutil.copy(owner_dir / "cert.pem", tmp_path / "analyst" / "certs" / f"{name}.pem")  # them over

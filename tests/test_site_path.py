@@ -12,7 +12,6 @@ import json
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +21,7 @@ import pandas as pd
 import pytest
 
 from raytune_fed.cli._main import main
+from tests._ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,19 +30,6 @@ def _documented_commands() -> list[str]:
     text = (ROOT / "docs" / "sites.md").read_text()
     (block,) = re.findall(r"<!-- site-path:.*?-->\n```sh\n(.*?)^```", text, re.S | re.M)
     return [line.strip() for line in block.splitlines() if line.strip()]
-
-
-def _free_port() -> int:
-    """A free port outside the ranges the system and Ray's workers draw ports from."""
-    rng = np.random.default_rng()
-    while True:
-        port = int(rng.integers(20000, 32000))
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-                return port
-            except OSError:
-                continue
 
 
 def _serve(argv: list[str], cwd: Path) -> subprocess.Popen:
@@ -61,7 +48,7 @@ def _serve(argv: list[str], cwd: Path) -> subprocess.Popen:
         error = proc.stderr.read()
         proc.wait()
         assert "the address is in use" in error, error
-        new = str(_free_port())
+        new = str(free_port())
         sites = cwd / "analyst" / "sites.toml"
         sites.write_text(sites.read_text().replace(f"https://127.0.0.1:{port}\"", f"https://127.0.0.1:{new}\""))
         argv = [new if a == port else a for a in argv]
@@ -71,7 +58,7 @@ def _serve(argv: list[str], cwd: Path) -> subprocess.Popen:
 @pytest.mark.process
 def test_the_documented_site_path_runs_a_grid_with_a_nonzero_hypervolume(ray_session, tmp_path, monkeypatch, capsys):
     commands = _documented_commands()
-    ports = {p: str(_free_port()) for p in dict.fromkeys(re.findall(r"--port (\d+)", " ".join(commands)))}
+    ports = {p: str(free_port()) for p in dict.fromkeys(re.findall(r"--port (\d+)", " ".join(commands)))}
     monkeypatch.chdir(tmp_path)
     services: list[subprocess.Popen] = []
     printed: dict[str, str] = {}

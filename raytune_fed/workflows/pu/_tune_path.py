@@ -39,7 +39,6 @@ from raytune_fed.workflows.pu._ode import (
 )
 
 METRIC = "pu_score"
-_NO_LOGGERS = "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"
 
 
 @dataclass
@@ -99,6 +98,27 @@ class _Reports(tune.Callback):
         self.rows.append((trial.config["config"], {k: result[k] for k in self.KEYS if k in result}))
 
 
+def _no_file_loggers() -> list[tune.Callback]:
+    """Tune's CSV, JSON and TensorBoard logger callbacks, writing nothing.
+
+    Tune adds each of its default loggers unless one of its class is among the run's callbacks; they write every
+    report of every trial from the driver (TensorBoard's with an fsync), a tenth of the driver's time here, and
+    nothing reads them (:class:`_Reports` keeps the reports).  Handing Tune silent instances keeps that to this
+    run, where the ``TUNE_DISABLE_AUTO_CALLBACK_LOGGERS`` variable would switch them off in the whole process.
+    """
+    from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback, TBXLoggerCallback
+
+    def silent(base: type) -> tune.Callback:
+        def nothing(self: Any, *args: Any, **kwargs: Any) -> None:
+            return None
+
+        names = ("__init__", "log_trial_start", "log_trial_restore", "log_trial_save", "log_trial_result",
+                 "log_trial_end")
+        return type(f"Silent{base.__name__}", (base,), dict.fromkeys(names, nothing))()
+
+    return [silent(CSVLoggerCallback), silent(JsonLoggerCallback), silent(TBXLoggerCallback)]
+
+
 def _trainable_data(split: PUSplit, settings: ODESettings, *, prior: float, seed: Any,
                     rung_rows: Sequence[int]) -> dict[str, Any]:
     """What :func:`_trainable` reads (sent once, with ``tune.with_parameters``): as one job of ``run_ode``."""
@@ -122,24 +142,15 @@ def run_ode_tune(split: PUSplit, settings: ODESettings, *, prior: float, seed: A
                                    min_rows=ODE_MIN_ROWS, asynchronous=settings.asynchronous)
     data = _trainable_data(split, settings, prior=prior, seed=seed, rung_rows=scheduler.rung_rows)
     collected = _Reports()
+    callbacks = [scheduler.state_callback(), collected, *_no_file_loggers()]
     tuner = tune.Tuner(tune.with_parameters(_trainable, data=data),
                        param_space={"config": tune.grid_search(configs)},
                        tune_config=tune.TuneConfig(scheduler=scheduler, metric=METRIC, mode="max", reuse_actors=True),
                        run_config=tune.RunConfig(storage_path=storage_path, name=name, verbose=0,
-                                                 callbacks=[scheduler.state_callback(), collected]))
-    # Tune's default loggers write every report of every trial (CSV, JSON, TensorBoard events with an
-    # fsync) from the driver; nothing here reads them, and they were a tenth of the driver's time.
-    before = os.environ.get(_NO_LOGGERS)
-    os.environ[_NO_LOGGERS] = "1"
-    try:
-        t0 = time.perf_counter()
-        tuner.fit()
-        wall = time.perf_counter() - t0
-    finally:
-        if before is None:
-            os.environ.pop(_NO_LOGGERS, None)
-        else:
-            os.environ[_NO_LOGGERS] = before
+                                                 callbacks=callbacks))
+    t0 = time.perf_counter()
+    tuner.fit()
+    wall = time.perf_counter() - t0
     rungs = {n: t for t, n in enumerate(scheduler.rung_rows)}
     reports = [{"config_id": configs.index(config), "rung": rungs[int(row.pop("n_rows"))], **row}
                for config, row in collected.rows]
