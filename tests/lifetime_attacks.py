@@ -4,7 +4,7 @@ Each attack plays the analyst of issue 16 with only a :class:`SiteClient` and pu
 knowledge (the learners' declared records, the site's feature rows ``X``; not its labels,
 not its in-bag splits) and returns what it recovered.  ``tests/test_attacks_lifetime.py``
 runs them against the site in-process, as a Ray actor and as a TLS service and asserts
-that each fails; ``experiments/attacks_on_d8d2749.py`` runs the same functions against
+that each fails; the one-off ``attacks_on_d8d2749.py`` (git history) ran the same functions against
 the code of commit d8d2749, where each succeeds.  Only client calls both revisions share
 are used.
 
@@ -327,14 +327,14 @@ def unread_pipe(X: np.ndarray, Y: np.ndarray, workdir: Any, n: int = 60, timeout
     sent (10^30, 0) array references until a request hangs; how many were answered before."""
     from pathlib import Path
 
-    from raytune_fed.federation import SiteClient, start_sites
+    from raytune_fed.serve import service_client, start_sites
 
     sched, _, (unit,) = schedule(curator_units=1)
     with start_sites({SITE: (X, Y), "s0": (X, Y), "s2": (X, Y)}, template={}, seed=0, workdir=workdir,
                      deployment="service") as sites:
         served = sites.clients[SITE]
         token = (Path(workdir) / SITE / "token").read_text().strip()
-        client = SiteClient.service(served._transport.url, token=token, timeout=timeout, name=SITE)
+        client = service_client(served.transport.url, token=token, timeout=timeout, name=SITE)
         client.declare_schedule(sched)
         session = client.open_session(unit, "curator")
         message = zero_byte_giant_array(session.token)

@@ -6,7 +6,7 @@ through :class:`PassiveClient` over whatever transport reaches the party.  It do
 the passive party's feature values.  Each attack returns what it recovered; the evaluator
 (:class:`Deployment.peek`, playing the party's owner) reads the truth from the party object
 where it runs and scores it.  Only the protocol is used, so the same attacks run against
-any revision (``experiments/attacks_on_d8d2749_party.py`` runs them on the code of d8d2749).
+any revision (the one-off ``attacks_on_d8d2749_party.py``, in git history, ran them on the code of d8d2749).
 """
 
 from __future__ import annotations
@@ -70,8 +70,7 @@ def deployed(kind: str, X: np.ndarray = X_PASSIVE, **party_kwargs: Any) -> Itera
         finally:
             ray.kill(actor)
     elif kind == "service":
-        from raytune_fed.federation._service import serve
-        from raytune_fed.federation._transports import HttpTransport
+        from raytune_fed.serve import HttpTransport, serve
 
         token = "active-token-" + "t" * 20
         server = serve(PassiveParty(X, name="bank", **kwargs), token=token)

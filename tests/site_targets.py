@@ -4,7 +4,7 @@
 :class:`SiteClient` and nothing else of the site (the owner's credential and ledger path
 stay on the :class:`Target` for tests that play the owner).  The service runs in its own
 process, started with ``raytune-fed site serve`` over TLS with a self-signed certificate
-(:func:`raytune_fed.federation.self_signed_certificate`).
+(:func:`raytune_fed.serve.self_signed_certificate`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import pytest
 from sklearn.datasets import make_classification
 
 from raytune_fed.federation import Policy, Schedule, Site, SiteClient, Unit, remote_site
+from raytune_fed.serve import service_client
 
 X, Y = make_classification(n_samples=160, n_features=12, n_informative=5, random_state=3)
 SITE = "s1"
@@ -125,7 +126,7 @@ def launch(cmd: list[str], url_file: Path) -> tuple[Any, str]:
 
 def _service(tmp_path: Path, data: dict[str, Any], certs: tuple[Path, Path]) -> Target:
     proc, url, token = start_service(tmp_path, data, certs)
-    client = SiteClient.service(url, token=token, cafile=certs[0], name=SITE)
+    client = service_client(url, token=token, cafile=certs[0], name=SITE)
     target = Target("service", client, Path(data["ledger"]))
     target.process = proc
 
@@ -145,7 +146,7 @@ KINDS = [pytest.param("local"), pytest.param("actor", marks=pytest.mark.ray),
 
 @pytest.fixture(scope="session")
 def tls(tmp_path_factory: Any) -> tuple[Path, Path]:
-    from raytune_fed.federation import self_signed_certificate
+    from raytune_fed.serve import self_signed_certificate
 
     return self_signed_certificate(tmp_path_factory.mktemp("tls"))
 

@@ -3,7 +3,7 @@
 Each test runs one attack of ``lifetime_attacks.py`` as the analyst (a :class:`SiteClient`
 and public knowledge only) against the site in-process, as a Ray actor and as a TLS
 service, under the probe's policy (160 rows x 12 features, guard k = 5, query budget 40,
-defaults elsewhere), and shows it fails.  ``experiments/attacks_on_d8d2749.py`` runs the
+defaults elsewhere), and shows it fails.  The one-off ``attacks_on_d8d2749.py`` (git history) ran the
 same functions against the code of commit d8d2749, where each succeeds
 (``experiments/measured/attacks_on_d8d2749.json``).
 """
@@ -143,14 +143,15 @@ def test_no_handle_carries_the_sites_rows(make_target, ray_session, tmp_path):
     code run through the handle reads the actor's memory - it cannot stop in a relay that holds no
     data and forwards ``call`` to the site's service."""
     from raytune_fed.federation import SiteClient, relay_site
+    from raytune_fed.serve import HttpTransport
 
     t = make_target("actor")
     found = la.actor_handle(t.actor, X.shape)
     assert found["object_refs_on_handle"] == 0
     assert found["arrays_of_the_rows_shape"] >= 1  # the simulation transport's limit, stated in the README
     served = make_target("service")
-    relay = relay_site(served.client._transport.url, served.client._transport._token,
-                       cafile=served.client._transport.cafile)
+    transport = served.client.transport
+    relay = relay_site(HttpTransport(transport.url, transport._token, cafile=transport.cafile))
     assert la.actor_handle(relay, X.shape)["arrays_of_the_rows_shape"] == 0
     client = SiteClient(relay, name="s1")
     from site_targets import SCHEDULE, UNIT

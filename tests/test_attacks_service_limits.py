@@ -33,12 +33,12 @@ from site_targets import OWNER, SCHEDULE, UNIT, X, Y, policy, tls  # noqa: F401 
 from raytune_fed.cli import main
 from raytune_fed.crypto import Layout, choose_block, secret_context
 from raytune_fed.errors import QueryRefusedError
-from raytune_fed.federation import Party, Policy, Site, SiteClient, restricted
+from raytune_fed.federation import Party, Policy, Site, restricted
 from raytune_fed.federation._records import Closed
-from raytune_fed.federation._service import LOG_BACKUPS, log_to, serve
-from raytune_fed.federation._transports import HttpTransport
 from raytune_fed.federation.parties import PassiveClient, PassiveParty
 from raytune_fed.models.secureboost import NodeQuery
+from raytune_fed.serve import HttpTransport, log_to, serve, service_client
+from raytune_fed.serve._service import LOG_BACKUPS
 
 TOKEN = "analyst-token-" + "a" * 20
 
@@ -96,7 +96,7 @@ def test_cpu_of_other_threads_is_not_charged_to_a_query(tmp_path, monkeypatch, t
     scoring thread itself is still refused: the limit holds where the work is."""
     site, armed = _burning_site(tmp_path, monkeypatch, tls, where=where)
     with served(site, tls) as server:
-        client = SiteClient.service(server.url, token=TOKEN, cafile=tls[0], name="s1")
+        client = service_client(server.url, token=TOKEN, cafile=tls[0], name="s1")
         client.declare_schedule(SCHEDULE)
         session = client.open_session(UNIT, "curator")
         rng = np.random.default_rng(0)
@@ -254,7 +254,7 @@ def test_unauthenticated_junk_cannot_rotate_the_log(logged, tls):  # noqa: F811
 
     with served(Failing(), tls) as server:
         transport = HttpTransport(server.url, TOKEN, cafile=str(tls[0]))
-        reply = _wire.decode(transport._post(_wire.encode({"method": "fail", "args": {}})), max_bytes=1 << 20)
+        reply = _wire.decode(transport.send(_wire.encode({"method": "fail", "args": {}})), max_bytes=1 << 20)
         assert reply["refused"]["code"] == "internal"
         for _ in range(70):
             _junk(server.url, b"A" * 65000 + b"\r\n", tls)

@@ -2,7 +2,7 @@
 
 Each test runs one attack of ``site_life_attacks.py`` against the site in-process, as a Ray
 actor and as a TLS service where it applies, and shows it fails.
-``experiments/attacks_on_8403454.py`` runs the same functions against the code of commit
+The one-off ``attacks_on_8403454.py`` (git history) ran the same functions against the code of commit
 8403454, where each succeeds (``experiments/measured/attacks_on_8403454.json``).
 """
 
@@ -18,6 +18,7 @@ import site_life_attacks as sa
 from site_targets import KINDS, OWNER, X, Y, make_target, policy, start_service, stop, target, tls  # noqa: F401
 
 from raytune_fed.federation import Policy, Site, SiteClient
+from raytune_fed.serve import service_client
 
 N = 300
 
@@ -73,7 +74,7 @@ def _service_start(tmp_path, data, tls, procs):
     def start():
         proc, url, token = start_service(tmp_path, data, tls)
         procs.append(proc)
-        return SiteClient.service(url, token=token, cafile=tls[0], name="s1")
+        return service_client(url, token=token, cafile=tls[0], name="s1")
     return start
 
 
@@ -154,7 +155,7 @@ def test_a_query_in_flight_survives_the_owner_restarting_the_service(tmp_path, t
     proc, url, token = start_service(tmp_path, data, tls)
     port = urllib.parse.urlsplit(url).port
     procs = [proc]
-    client = SiteClient.service(url, token=token, cafile=tls[0], name="s1")
+    client = service_client(url, token=token, cafile=tls[0], name="s1")
 
     def kill_and_restart():
         procs[-1].send_signal(signal.SIGKILL)

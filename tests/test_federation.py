@@ -319,7 +319,7 @@ def test_the_session_is_checked_before_any_array_is_decoded():
 def test_the_service_log_is_rotated(tmp_path):
     import logging
 
-    from raytune_fed.federation._service import LOG_BACKUPS, LOG_BYTES, log_to
+    from raytune_fed.serve._service import LOG_BACKUPS, LOG_BYTES, log_to
 
     log = logging.getLogger("raytune_fed.federation")
     level, propagate = log.level, log.propagate

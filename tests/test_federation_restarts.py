@@ -17,7 +17,7 @@ from attack_kit import balls, stump
 from site_targets import LOCKBOX_UNIT, UNIT, X, make_target, start_service, tls  # noqa: F401
 
 from raytune_fed.errors import BudgetExhaustedError, QueryRefusedError, SealedError
-from raytune_fed.federation import SiteClient
+from raytune_fed.serve import service_client
 
 
 def _use(cur, lb):
@@ -68,7 +68,7 @@ def test_a_restarted_service_comes_back_with_its_ledger(make_target, tls):
 
     proc, url, token = start_service(policy_dir, json.loads((policy_dir / "policy.json").read_text()), tls)
     t.cleanup.append(lambda: (proc.terminate(), proc.wait(), proc.stdout.close(), proc.stderr.close()))
-    client = SiteClient.service(url, token=token, cafile=tls[0])
+    client = service_client(url, token=token, cafile=tls[0])
     from raytune_fed.federation import SiteSession
 
     _check_restored(SiteSession(client, cur.ticket), SiteSession(client, lb.ticket))

@@ -13,7 +13,8 @@ from site_targets import SCHEDULE, UNIT, X, Y, make_target, policy, start_servic
 
 from raytune_fed.cli import main
 from raytune_fed.errors import ConfigError, QueryRefusedError
-from raytune_fed.federation import SiteClient, SiteSession, load_site_directory
+from raytune_fed.federation import SiteSession
+from raytune_fed.serve import load_site_directory, service_client
 
 
 @pytest.mark.process
@@ -21,11 +22,11 @@ def test_plain_http_when_no_certificate_is_given(tmp_path):
     proc, url, token = start_service(tmp_path, policy(tmp_path), None)
     try:
         assert url.startswith("http://")
-        client = SiteClient.service(url, token=token)
+        client = service_client(url, token=token)
         client.declare_schedule(SCHEDULE)
         assert client.open_session(UNIT, "curator").query(stump(0, 0.0)).n_rows == 128
         with pytest.raises(QueryRefusedError, match="HTTP 401"):
-            SiteClient.service(url, token="wrong-token-0123456789").declare_schedule(SCHEDULE)
+            service_client(url, token="wrong-token-0123456789").declare_schedule(SCHEDULE)
     finally:
         proc.terminate()
         proc.wait()
@@ -39,10 +40,10 @@ def test_tls_is_verified_against_the_sites_certificate(make_target):
     url = t.client._transport.url
     assert url.startswith("https://")
     with pytest.raises(QueryRefusedError, match="unreachable"):  # the system's CAs do not know a self-signed cert
-        SiteClient.service(url, token=t.client._transport._token).declare_schedule(SCHEDULE)
+        service_client(url, token=t.client._transport._token).declare_schedule(SCHEDULE)
     plain = url.replace("https://", "http://")
     with pytest.raises(QueryRefusedError):
-        SiteClient.service(plain, token=t.client._transport._token).declare_schedule(SCHEDULE)
+        service_client(plain, token=t.client._transport._token).declare_schedule(SCHEDULE)
 
 
 @pytest.mark.process
@@ -101,7 +102,8 @@ def test_site_serve_refuses_a_certificate_without_its_key(tmp_path, tls):
 
 
 def _simulated_answers(tmp_path, deployment):
-    from raytune_fed.federation import Schedule, Unit, start_sites
+    from raytune_fed.federation import Schedule, Unit
+    from raytune_fed.serve import start_sites
 
     halves = {"a": (X[:80], Y[:80]), "b": (X[80:], Y[80:])}
     template = {"curator": {"query_budget": 5}, "guard": {"k": 2}}
@@ -158,7 +160,7 @@ def test_a_stopped_service_says_what_it_kept_and_the_same_command_serves_on(tmp_
 
     data = policy(tmp_path)
     proc, url, token = start_service(tmp_path, data, None)
-    client = SiteClient.service(url, token=token)
+    client = service_client(url, token=token)
     client.declare_schedule(SCHEDULE)
     session = client.open_session(UNIT, "curator")
     assert session.query(stump(0, 0.0)).n_rows == 128
@@ -170,7 +172,7 @@ def test_a_stopped_service_says_what_it_kept_and_the_same_command_serves_on(tmp_
             f"raytune-fed: {how}; site 's1' stopped serving on {url}; its ledger {data['ledger']} keeps every "
             f"session and answer, and the same command serves on from them"], stderr
         proc, url, token = start_service(tmp_path, data, None)  # the same command (a new port: --port 0)
-        session = SiteSession(SiteClient.service(url, token=token), session.ticket)
+        session = SiteSession(service_client(url, token=token), session.ticket)
         assert session.status().n_queries == 1
     assert session.query(stump(1, 0.0)).n_rows == 128 and session.status().n_queries == 2
     proc.terminate()

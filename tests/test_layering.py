@@ -31,6 +31,7 @@ LAYERS = [
     ["raytune_fed.store", "raytune_fed.runtime", "raytune_fed.report", "raytune_fed.cluster", "raytune_fed._address",
      "raytune_fed._ray_internals"],
     ["raytune_fed.federation"],
+    ["raytune_fed.serve"],
     ["ray"],
     ["raytune_fed.search", "raytune_fed.schedulers", "raytune_fed.grid", "raytune_fed.testing"],
     ["raytune_fed.workflows"],
@@ -250,6 +251,23 @@ def test_ray_private_api_is_used_only_in_ray_internals():
     assert sorted(outside - ALLOWED_RAY_PRIVATE) == [], f"use Ray's private API only in {RAY_PRIVATE_HOME}"
     assert sorted(ALLOWED_RAY_PRIVATE - outside) == [], "no longer used: remove them from ALLOWED_RAY_PRIVATE"
     assert any(module == RAY_PRIVATE_HOME for module, _ in ray_private_uses())  # the reader finds its uses
+
+
+def test_the_boundary_never_imports_its_network_stack(tmp_path):
+    """``federation`` (the trust boundary) sits below ``serve`` (its network stack): an import of
+    ``serve`` from the boundary, even inside a function, is a violation."""
+    assert RANK["raytune_fed.federation"] < RANK["raytune_fed.serve"] < RANK["raytune_fed.cli"]
+    files = {
+        "__init__.py": "",
+        "federation/__init__.py": "",
+        "federation/_clients.py": "def f():\n    from raytune_fed.serve import HttpTransport\n",
+        "serve/__init__.py": "from raytune_fed.federation import _clients\n",
+    }
+    for name, text in files.items():
+        (tmp_path / "raytune_fed" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "raytune_fed" / name).write_text(text)
+    assert layer_violations(tmp_path / "raytune_fed") == [
+        "raytune_fed.federation._clients:2 imports raytune_fed.serve, a higher layer (inside a function)"]
 
 
 def test_the_static_checks_read_function_bodies(tmp_path):

@@ -361,8 +361,7 @@ def test_the_protocol_attacks_fail_against_the_party_actor(ray_session, public):
 def test_the_protocol_attacks_fail_against_the_party_service(public):
     import threading
 
-    from raytune_fed.federation._service import serve
-    from raytune_fed.federation._transports import HttpTransport
+    from raytune_fed.serve import HttpTransport, serve
 
     X, y = _xy()
     token = "active-token-" + "s" * 16

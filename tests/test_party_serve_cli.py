@@ -14,9 +14,9 @@ from sklearn.datasets import make_classification
 from raytune_fed.cli import main
 from raytune_fed.errors import QueryRefusedError
 from raytune_fed.federation import _wire
-from raytune_fed.federation._transports import HttpTransport
 from raytune_fed.federation.parties import PassiveClient
 from raytune_fed.models.secureboost import SecureBoostClassifier
+from raytune_fed.serve import HttpTransport
 
 OWNER = "party-owner-" + "o" * 20
 PARAMS = dict(n_federated_trees=3, max_depth=3, purity_threshold=1.0, learning_rate=0.3)

@@ -324,7 +324,7 @@ def test_bad_thresholdout_parameters(kwargs, message):
 def test_every_deployment_and_sites_by_url_give_the_same_numbers(ray_session, tmp_path):
     """One cell (so the guard's history does not depend on which cell reaches a site first), guard on; three
     sites (openbox, lockbox, a curator), so each deployment starts three site processes, not five."""
-    from raytune_fed import federation
+    from raytune_fed import serve
     from raytune_fed.workflows.rfms import plan_sites, rfms_site_policy
 
     data = write_sites_csv(tmp_path / "sites.csv")
@@ -340,8 +340,8 @@ def test_every_deployment_and_sites_by_url_give_the_same_numbers(ray_session, tm
                        site_names=plan.site_names)
     template = rfms_site_policy(settings, grid_schedule(specs), 1)
     owners = tmp_path / "owners"
-    with federation.start_sites({n: plan.site(i) for i, n in enumerate(plan.site_names)}, template=template,
-                                seed=settings.seed, workdir=owners, deployment="service") as served:
+    with serve.start_sites({n: plan.site(i) for i, n in enumerate(plan.site_names)}, template=template,
+                           seed=settings.seed, workdir=owners, deployment="service") as served:
         listing = "".join(f'[sites.{n}]\nurl = "{c._transport.url}"\ntoken_file = "owners/{n}/token"\n'
                           for n, c in served.clients.items())
         (tmp_path / "sites.toml").write_text(listing)

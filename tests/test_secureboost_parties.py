@@ -166,13 +166,12 @@ def test_encrypted_and_plain_training_through_the_wire_grow_the_in_process_trees
 
 
 def test_a_passive_party_served_over_http_trains_and_refuses_like_the_object(data):
-    """The passive party on its own machine: ``federation.serve`` answers POST /call with ``Party.call``."""
+    """The passive party on its own machine: ``raytune_fed.serve.serve`` answers POST /call with ``Party.call``."""
     import pickle
     import threading
 
     from raytune_fed.federation import _wire
-    from raytune_fed.federation._service import serve
-    from raytune_fed.federation._transports import HttpTransport
+    from raytune_fed.serve import HttpTransport, serve
 
     X, y, train, _ = data
     token = "analyst-token-" + "z" * 16

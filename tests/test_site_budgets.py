@@ -18,6 +18,7 @@ from site_targets import OWNER, SITE, X, Y, policy, start_service
 from raytune_fed.errors import BudgetExhaustedError, QueryRefusedError, SealedError
 from raytune_fed.federation import Policy, Schedule, Site, SiteClient, SiteSession, Unit, _wire
 from raytune_fed.federation._transports import LocalTransport
+from raytune_fed.serve import service_client
 
 CURATOR_UNITS = [Unit("s0", "s2", (SITE,), r) for r in range(3)]
 LOCKBOX_UNITS = [Unit("s0", SITE, ("s2",), r) for r in range(3)]
@@ -177,8 +178,8 @@ def test_a_served_site_charges_each_analysts_token_to_its_own_share(tmp_path):
     data["analysts"] = {k: {**v, "token_file": str(tmp_path / v["token_file"])} for k, v in data["analysts"].items()}
     proc, url, _ = start_service(tmp_path, data, None)
     try:
-        alice = SiteClient.service(url, token="alice-token-" + "x" * 20)
-        bob = SiteClient.service(url, token="bob-token-" + "x" * 20)
+        alice = service_client(url, token="alice-token-" + "x" * 20)
+        bob = service_client(url, token="bob-token-" + "x" * 20)
         alice.declare_schedule(SCHEDULE)
         a, b = alice.open_session(CURATOR_UNITS[0], "curator"), bob.open_session(CURATOR_UNITS[0], "curator")
         models = _models(6)
@@ -189,7 +190,7 @@ def test_a_served_site_charges_each_analysts_token_to_its_own_share(tmp_path):
         assert isinstance(refusal(lambda: b.query(models[5])), BudgetExhaustedError)  # the site's 4 in all
         assert refusal(SiteSession(bob, a.ticket).status).code == "session"
         with pytest.raises(QueryRefusedError, match="HTTP 401"):  # a token no analyst of the policy holds
-            SiteClient.service(url, token="not-a-token-0123456789").declare_schedule(SCHEDULE)
+            service_client(url, token="not-a-token-0123456789").declare_schedule(SCHEDULE)
     finally:
         proc.terminate()
         proc.wait()

@@ -1,7 +1,7 @@
 """``raytune-fed site``: a restricted data site's commands.
 
-``site serve`` and ``site init`` live with the sites (:mod:`raytune_fed.federation._serve_cli`,
-:mod:`raytune_fed.federation._init_cli`); this module registers them and the two commands that
+``site serve`` and ``site init`` live with the network stack (:mod:`raytune_fed.serve._serve_cli`,
+:mod:`raytune_fed.serve._init_cli`); this module registers them and the two commands that
 read an analyst's grid, which sit above the sites: ``site plan FILE rfms ...`` (the grid's
 schedule digest and the policy values that let a site answer the whole grid, for ``site init
 --for-grid``) and ``site rows DIR rfms ...`` (each site's rows of the grid's split, for ``site
@@ -15,7 +15,7 @@ from typing import Any
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from raytune_fed.federation import _serve_cli
+    from raytune_fed.serve import _serve_cli
 
     serve = _serve_cli.add_parser(sub)
     serve.set_defaults(run=_serve_cli.run)

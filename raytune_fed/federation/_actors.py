@@ -13,8 +13,9 @@ can run code in the actor process (Ray unpickles call arguments before any metho
 every actor has ``__ray_call__``), and the object store holds the simulated rows, so the
 actor is a boundary against honest mistakes and protocol-level attacks only.  A site that
 must hold against a malicious analyst runs as a network service on its own machine
-(``raytune-fed site serve``); :func:`relay_site` gives cells an actor that holds no data and
-forwards ``call`` to such a service.
+(``raytune-fed site serve``, :mod:`raytune_fed.serve`); :func:`relay_site` gives cells an actor
+that holds no data and forwards ``call`` through a :class:`~raytune_fed.federation.Transport` to
+such a service.
 
 The ledger is the site's, so it lives on the site's node: at the policy's ``ledger`` path
 (made absolute on the driver) when that node can create it there (one machine, a shared
@@ -25,6 +26,13 @@ site resolves its rows again and reloads its ledger, so its schedule, sessions, 
 use, sealed answers, recorded answers and guard come back as they were.  Calls are retried
 across the restart (``max_task_retries=-1``): the clients' request numbers make that safe
 (a query charged before the crash is answered from the ledger, not charged again).
+
+A site actor is threaded (``max_concurrency``, :data:`SITE_THREADS` by default): up to that
+many calls run at once, each on its own thread, and their models are scored in parallel
+while the budget, the guard and the ledger keep one order (see
+:class:`~raytune_fed.federation.Party`).  The actor runs its BLAS and OpenMP pools on one
+thread, so each request's scoring stays on its own thread (its CPU limit counts all of it)
+and gives the same answer however many run beside it.
 """
 
 from __future__ import annotations
@@ -40,7 +48,12 @@ import numpy as np
 
 from raytune_fed.errors import ConfigError
 from raytune_fed.federation._policy import Policy
+from raytune_fed.federation._transports import Transport
 from raytune_fed.runtime import site_placement
+
+SITE_THREADS = 8
+"""Calls a site actor answers at once by default (threads idle when fewer come; the cores of the site's
+node bound the speed-up: ``experiments/measured/bench_site_throughput.json``)."""
 
 
 class SiteActor:
@@ -51,8 +64,11 @@ class SiteActor:
     """
 
     def __init__(self, rows: Any, policy: Policy, owner_secret: str | None = None) -> None:
+        from threadpoolctl import threadpool_limits
+
         from raytune_fed.federation._site import Site
 
+        self._one_thread = threadpool_limits(limits=1)  # see the module docstring
         X, y = _rows_here(rows)
         self._site = Site(X, y, _ledger_here(policy), owner_secret=owner_secret)
 
@@ -116,20 +132,23 @@ class PartyActor:
 
 
 class SiteRelay:
-    """Ray actor class holding no data: ``SiteRelay(url, token, cafile=None)`` forwards each
-    ``call`` to a site served by ``raytune-fed site serve``, with the analyst's bearer token."""
+    """Ray actor class holding no data: ``SiteRelay(transport)`` forwards each ``call`` through
+    ``transport`` (a :class:`~raytune_fed.federation.Transport`, e.g. the HTTP one to a site served by
+    ``raytune-fed site serve``, :class:`raytune_fed.serve.HttpTransport`, which carries the analyst's token)."""
 
-    def __init__(self, url: str, token: str, cafile: str | None = None) -> None:
-        from raytune_fed.federation._transports import HttpTransport
-
-        self._http = HttpTransport(url, token, cafile=cafile)
+    def __init__(self, transport: Transport) -> None:
+        if not isinstance(transport, Transport):
+            raise ConfigError(f"a SiteRelay forwards through a transport (send, submit, collect), "
+                              f"got {type(transport).__name__}")
+        self._transport = transport
 
     def call(self, message: bytes) -> bytes:
-        """Forward one wire message to the service; its reply, unchanged."""
-        return self._http._post(message)
+        """Forward one wire message; the party's reply, unchanged."""
+        return self._transport.send(message)
 
 
-def remote_site(X: Any, y: Any, policy: Policy, *, owner_secret: str | None = None, max_restarts: int = 3) -> Any:
+def remote_site(X: Any, y: Any, policy: Policy, *, owner_secret: str | None = None, max_restarts: int = 3,
+                max_concurrency: int = SITE_THREADS) -> Any:
     """Start a :class:`SiteActor` for ``policy.name`` and return its handle.
 
     ``X`` and ``y`` are the site's rows: arrays (put into Ray's object store here, once) or
@@ -140,10 +159,13 @@ def remote_site(X: Any, y: Any, policy: Policy, *, owner_secret: str | None = No
     (queries are short predictions; experiment units own the cores) and goes to a node
     declaring ``site:<name>`` when the cluster has one.  The policy needs a ``ledger`` (a
     restart reloads the site's state from it), which lives on the site's node (see the
-    module docstring).
+    module docstring).  ``max_concurrency`` calls are answered at once (1: one at a time).
     """
     import ray
 
+    from raytune_fed._checks import check_int
+
+    check_int(f"site {policy.name!r}: max_concurrency", max_concurrency, 1, 1024)
     if policy.ledger is None:
         raise ConfigError(f"site {policy.name!r}: a site actor needs a policy with a ledger (a restarted actor "
                           f"without one would start with a fresh budget)")
@@ -153,7 +175,7 @@ def remote_site(X: Any, y: Any, policy: Policy, *, owner_secret: str | None = No
     else:
         rows = [a if isinstance(a, ray.ObjectRef) else ray.put(np.asarray(a)) for a in (X, y)]
     options = {"num_cpus": 0, "max_restarts": max_restarts, "max_task_retries": -1 if max_restarts else 0,
-               **site_placement(policy.name)}
+               "max_concurrency": max_concurrency, **site_placement(policy.name)}
     handle = ray.remote(SiteActor).options(**options).remote(rows, policy, owner_secret)
     if y is not None:
         weakref.finalize(handle, _release, rows)  # the rows' objects live as long as this handle
@@ -165,10 +187,14 @@ def _release(rows: list) -> None:
     rows.clear()
 
 
-def relay_site(url: str, token: str, *, cafile: str | os.PathLike | None = None) -> Any:
-    """A :class:`SiteRelay` actor for the site served at ``url``: a handle for cells that holds
-    no data, reaching the site only through its service (see the README's trust model)."""
+def relay_site(transport: Transport) -> Any:
+    """A :class:`SiteRelay` actor forwarding through ``transport`` (pickled into the actor): a handle
+    for cells that holds no data, reaching the site only through its transport, e.g.
+    ``relay_site(HttpTransport(url, token, cafile=...))`` for a served site (see the README's trust model)."""
     import ray
 
+    if not isinstance(transport, Transport):
+        raise ConfigError(f"relay_site forwards through a transport (send, submit, collect), "
+                          f"got {type(transport).__name__}")
     options = {"num_cpus": 0, "max_restarts": 3, "max_task_retries": -1}
-    return ray.remote(SiteRelay).options(**options).remote(url, token, None if cafile is None else os.fspath(cafile))
+    return ray.remote(SiteRelay).options(**options).remote(transport)

@@ -1,8 +1,9 @@
 """The analyst's side of a restricted site: one interface, wherever the site runs.
 
-:class:`SiteClient` wraps a transport: a :class:`~raytune_fed.federation.Site` in this
-process, a Ray actor started by :func:`~raytune_fed.federation.remote_site`, or a site
-served by ``raytune-fed site serve`` (``SiteClient.service(url, token_file=...)``).  It
+:class:`SiteClient` wraps a :class:`~raytune_fed.federation.Transport`: a
+:class:`~raytune_fed.federation.Site` in this process, a Ray actor started by
+:func:`~raytune_fed.federation.remote_site`, or any other transport, such as the HTTP(S) one
+to a site served by ``raytune-fed site serve`` (:func:`raytune_fed.serve.service_client`).  It
 sends typed requests and gets back records; a refusal becomes a
 :class:`~raytune_fed.errors.QueryRefusedError` (``BudgetExhaustedError`` and
 ``SealedError`` for the budget and one-shot answers) whose text is the client's own fixed
@@ -16,11 +17,9 @@ several sessions and wait for all answers together.
 
 from __future__ import annotations
 
-import os
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from raytune_fed.errors import BoundaryViolationError, BudgetExhaustedError, ConfigError, QueryRefusedError, SealedError
@@ -38,7 +37,7 @@ from raytune_fed.federation._records import (
     from_wire,
 )
 from raytune_fed.federation._schedule import Schedule, Unit
-from raytune_fed.federation._transports import ActorTransport, HttpTransport, LocalTransport, read_token
+from raytune_fed.federation._transports import ActorTransport, LocalTransport, Transport
 from raytune_fed.models import ModelRecord
 
 _ERRORS = {"budget": BudgetExhaustedError, "sealed": SealedError}
@@ -66,13 +65,14 @@ def answer_of(site: str, method: str, reply: bytes, want: type, *, kind: str = "
 
 
 def transport_of(target: Any) -> Any:
-    """The transport to ``target``: a transport itself, a :class:`Party` here, or an actor whose method is ``call``."""
-    if isinstance(target, (LocalTransport, ActorTransport, HttpTransport)):
-        return target
+    """The transport to ``target``: a :class:`Party` here, an actor whose method is ``call``, or a
+    :class:`Transport` itself (``None`` for anything else)."""
     if isinstance(target, Party):
         return LocalTransport(target)
     if hasattr(target, "call") and hasattr(target.call, "remote"):
         return ActorTransport(target)
+    if isinstance(target, Transport):
+        return target
     return None
 
 
@@ -82,57 +82,19 @@ class SiteClient:
     def __init__(self, target: Any, *, name: str | None = None) -> None:
         self._transport = transport_of(target)
         if self._transport is None:
-            raise ConfigError(f"a SiteClient needs a Site, a site actor or SiteClient.service(url, ...), "
-                              f"got {type(target).__name__}")
+            raise ConfigError(f"a SiteClient needs a Site, a site actor or a transport (send, submit, collect; e.g. "
+                              f"raytune_fed.serve.HttpTransport(url, token)), got {type(target).__name__}")
         self.name = name or getattr(target, "name", None) or "site"
 
-    @classmethod
-    def service(cls, url: str, *, token: str | None = None, token_file: str | os.PathLike | None = None,
-                cafile: str | os.PathLike | None = None, name: str | None = None,
-                timeout: float = 600.0, restart_wait: float = 600.0) -> SiteClient:
-        """A client for a site served at ``url`` with the analyst's bearer token (a request that
-        meets the service restarting is sent again for up to ``restart_wait`` seconds)."""
-        if (token is None) == (token_file is None):
-            raise ConfigError("give exactly one of token= and token_file=")
-        token = read_token(token_file) if token_file is not None else token
-        if token is None:  # one of the two was given (checked above)
-            raise ConfigError("give exactly one of token= and token_file=")
-        transport = HttpTransport(url, token, cafile=None if cafile is None else os.fspath(cafile), timeout=timeout,
-                                  restart_wait=restart_wait)
-        return cls(transport, name=name or url)
+    @property
+    def transport(self) -> Transport:
+        """The transport this client sends through."""
+        return self._transport
 
     @property
     def kind(self) -> str:
         """``"local"``, ``"actor"`` or ``"service"``."""
         return self._transport.kind
-
-    def check_reachable(self, timeout: float = 5.0) -> None:
-        """Raise :class:`ConfigError` unless a served site accepts a connection within ``timeout`` s and,
-        for ``https``, completes a TLS handshake verified against its CA file; sends no request (a site
-        in this process or an actor passes)."""
-        import ssl
-        from urllib.parse import urlsplit
-
-        from raytune_fed.runtime import open_connection
-
-        if self.kind != "service":
-            return
-        url, cafile = self._transport.url, self._transport.cafile
-        parts = urlsplit(url)
-        tls = parts.scheme == "https"
-        where = f"cannot reach site {self.name!r} at {url}"
-        with open_connection(parts.hostname, parts.port or (443 if tls else 80), timeout, where) as conn:
-            if not tls:
-                return
-            try:
-                ssl.create_default_context(cafile=cafile).wrap_socket(conn, server_hostname=parts.hostname).close()
-            except ssl.SSLCertVerificationError as exc:
-                against = f"cafile {cafile!r}" if cafile else "the system's certificates (no cafile given)"
-                raise ConfigError(f"{where}: its certificate does not verify against {against}: "
-                                  f"{exc.verify_message}") from None
-            except OSError as exc:  # ssl.SSLError included: e.g. the port speaks plain HTTP
-                why = getattr(exc, "reason", None) or exc.strerror or str(exc) or type(exc).__name__
-                raise ConfigError(f"{where}: the TLS handshake failed ({why})") from None
 
     def _message(self, method: str, args: Mapping[str, Any]) -> bytes:
         return _wire.encode({"method": method, "args": dict(args)})
@@ -213,10 +175,10 @@ def _fan_out(sessions: Sequence[SiteSession], method: str, args: Mapping[str, An
     pending: list[Any] = []
     for i, s in enumerate(sessions):
         pending.append(s.client._submit(method, s._charged_args(**args)))
-        groups.setdefault(type(s.client._transport), []).append(i)
+        groups.setdefault(type(s.client.transport), []).append(i)
     replies: list[Any] = [None] * len(sessions)
     for members in groups.values():
-        collect = sessions[members[0]].client._transport.collect
+        collect = sessions[members[0]].client.transport.collect
         for i, reply in zip(members, collect([pending[i] for i in members])):
             replies[i] = reply
     out: list[Any] = []
@@ -251,72 +213,3 @@ def query_all(sessions: Sequence[SiteSession], model: ModelRecord, *, mechanism:
 def final_all(sessions: Sequence[SiteSession], models: Sequence[ModelRecord]) -> list[FinalLosses]:
     """Ask every session for its one final evaluation of ``models``."""
     return _fan_out(sessions, "final_evaluation", {"models": _check_models(list(models))}, FinalLosses)
-
-
-SITE_KEYS = {"url": True, "token_file": True, "cafile": False}
-"""The keys of a sites file's ``[sites.<name>]`` table, and whether each is required."""
-
-
-def load_site_directory(path: str | os.PathLike) -> dict[str, SiteClient]:
-    """Clients for remote sites listed in a TOML or JSON file::
-
-        [sites.site0]
-        url = "https://site0.example.org:8443"
-        token_file = "tokens/site0"       # the analyst's bearer token, relative to this file
-        cafile = "certs/site0.pem"        # optional: the site's certificate (self-signed)
-
-    Everything is checked without contacting a site: the keys, the URL and its port, the token
-    file and the CA file (readable, and a PEM certificate).  :meth:`SiteClient.check_reachable`
-    then checks that each site answers.
-    """
-    import json
-    import tomllib
-
-    path = Path(path)
-    try:
-        text = path.read_text()
-        data = tomllib.loads(text) if path.suffix.lower() == ".toml" else json.loads(text)
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read the sites file {os.fspath(path)!r}: {exc}") from None
-    sites = data.get("sites") if isinstance(data, dict) else None
-    if not isinstance(sites, dict) or not sites:
-        raise ConfigError(f"the sites file {path.name!r} must have a [sites.<name>] table per site")
-    if set(data) != {"sites"}:
-        raise ConfigError(f"the sites file {path.name!r} has unknown key(s) {sorted(set(data) - {'sites'})}; it "
-                          f"holds only [sites.<name>] tables")
-    known = sorted(SITE_KEYS)
-    out = {}
-    for name, entry in sites.items():
-        where = f"the sites file {path.name!r}: sites.{name}"
-        if not isinstance(entry, dict):
-            raise ConfigError(f"{where} must be a table with the keys {known}, got {entry!r}")
-        unknown = sorted(set(entry) - set(SITE_KEYS))
-        missing = [k for k, required in SITE_KEYS.items() if required and k not in entry]
-        if unknown or missing:
-            raise ConfigError(f"{where} has unknown key(s) {unknown}; known: {known}" if unknown else
-                              f"{where} lacks {missing} (url and token_file are required, cafile is optional)")
-        bad = [k for k, v in entry.items() if not (isinstance(v, str) and v.strip())]
-        if bad:
-            raise ConfigError(f"{where}: {bad[0]} must be a non-empty string, got {entry[bad[0]]!r}")
-        resolve = lambda p: p if os.path.isabs(p) else os.fspath(path.parent.resolve() / p)  # noqa: E731
-        cafile = resolve(entry["cafile"]) if "cafile" in entry else None
-        if cafile is not None:
-            _check_cafile(cafile, where)
-        try:
-            out[name] = SiteClient.service(entry["url"], token_file=resolve(entry["token_file"]), cafile=cafile,
-                                           name=name)
-        except ConfigError as exc:
-            raise ConfigError(f"{where}: {exc}") from None
-    return out
-
-
-def _check_cafile(cafile: str, where: str) -> None:
-    """``cafile`` is readable and holds a PEM certificate (what TLS verifies the site against)."""
-    import ssl
-
-    try:
-        ssl.create_default_context(cafile=cafile)
-    except ssl.SSLError as exc:
-        raise ConfigError(f"{where}: cafile {cafile!r} holds no PEM certificate ({exc.reason or exc})") from None
-    except OSError as exc:
-        raise ConfigError(f"{where}: cannot read cafile {cafile!r}: {exc.strerror or exc}") from None

@@ -1,22 +1,28 @@
-"""Typed request fields: what a restricted method accepts, checked before it runs.
+"""Declarative fields: the one check of what crosses the boundary, requests and answers alike.
 
 A party declares each restricted method's request as a mapping of field names to these
-types (see :func:`raytune_fed.federation.restricted`).  Each ``parse`` takes the decoded
-wire value and returns a plain Python value or raises :class:`Refusal` with the fixed
-code ``"malformed"``; no message ever quotes the input.
+types (see :func:`raytune_fed.federation.restricted`), and every record it answers with
+declares its fields the same way (:class:`Record`: ``FIELDS``, plus ``RULES`` between
+fields).  Each ``parse`` takes a value and returns a plain Python value or raises
+:class:`FieldError` (a :class:`Refusal` with the fixed code ``"malformed"``) naming the
+field (``models[2].learner``) and the rule it breaks, never quoting the value.  A request
+that breaks one is refused with that code (the caller sees only the fixed text); a record
+that breaks one is never built (:func:`check_record` raises
+:class:`~raytune_fed.errors.BoundaryViolationError` naming the record's field, the rule and
+the value).
 """
 
 from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from raytune_fed.errors import ConfigError
+from raytune_fed.errors import BoundaryViolationError, ConfigError
 from raytune_fed.models import ModelRecord
 
 
@@ -32,30 +38,62 @@ class Refusal(Exception):
         self.ledger = ledger
 
 
+class FieldError(Refusal):
+    """A value breaks its declared field: the ``"malformed"`` refusal, with ``field`` (where: ``""``
+    for the value itself, ``"models[2].learner"`` inside) and ``rule`` (what it must be)."""
+
+    def __init__(self, rule: str, field: str = "") -> None:
+        super().__init__("malformed")
+        self.rule, self.field = rule, field
+
+    def at(self, name: str) -> FieldError:
+        """The same error one level out, inside field (or item) ``name``."""
+        inner = self.field if not self.field or self.field.startswith("[") else f".{self.field}"
+        return FieldError(self.rule, f"{name}{inner}")
+
+    def __str__(self) -> str:
+        return f"{self.field or 'the value'} {self.rule}"
+
+
 class Field(ABC):
     optional = False
 
     @abstractmethod
     def parse(self, value: Any) -> Any:
-        """Implemented by each concrete subclass."""
+        """The plain value of ``value``, or :class:`FieldError`."""
 
 
-def _malformed() -> Refusal:
-    return Refusal("malformed")
+def _bound(value: float) -> str:
+    return str(float(value))
 
 
 @dataclass(frozen=True)
 class Text(Field):
+    """A str of ``min_len..max_len`` characters (one of ``choices`` if given)."""
+
     max_len: int = 100
     choices: tuple[str, ...] | None = None
     optional: bool = False
+    min_len: int = 1
+    secret: bool = False  # a credential: an error never shows the value, only its length
 
     def parse(self, value: Any) -> Any:
         if value is None and self.optional:
             return None
-        if not isinstance(value, str) or not 1 <= len(value) <= self.max_len \
-                or (self.choices is not None and value not in self.choices):
-            raise _malformed()
+        if self.choices is not None and value not in self.choices:
+            raise FieldError(f"must be one of {list(self.choices)}")
+        if not isinstance(value, str) or not self.min_len <= len(value) <= self.max_len:
+            raise FieldError(f"must be a str of {self.min_len}..{self.max_len} characters")
+        return value
+
+
+@dataclass(frozen=True)
+class Flag(Field):
+    """A bool (``0`` and ``1`` are refused)."""
+
+    def parse(self, value: Any) -> Any:
+        if type(value) is not bool:
+            raise FieldError("must be a bool")
         return value
 
 
@@ -68,9 +106,10 @@ class Real(Field):
     def parse(self, value: Any) -> Any:
         if value is None and self.optional:
             return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                or not self.low <= value <= self.high:
-            raise _malformed()
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise FieldError("must be a float")
+        if not math.isfinite(value) or not self.low <= value <= self.high:
+            raise FieldError(f"must be finite and in [{_bound(self.low)}, {_bound(self.high)}]")
         return float(value)
 
 
@@ -85,7 +124,7 @@ class Bytes(Field):
         if value is None and self.optional:
             return None
         if type(value) is not bytes or len(value) > self.max_size:
-            raise _malformed()
+            raise FieldError(f"must be bytes, at most {self.max_size}")
         return value
 
 
@@ -101,7 +140,8 @@ class Int(Field):
         if value is None and self.optional:
             return None
         if type(value) is not int or not self.low <= value <= self.high:
-            raise _malformed()
+            above = f">= {self.low}" if self.high == Int.high else f"in [{self.low}, {self.high}]"
+            raise FieldError(f"must be an int {above}")
         return value
 
 
@@ -126,32 +166,60 @@ class IntArray(Field):
         if value is None and self.optional:
             return None
         if type(value) is not np.ndarray or value.dtype.kind != "i":
-            raise _malformed()
+            raise FieldError("must be an integer array")
         if value.ndim != (1 if self.width is None else 2) or (self.width is not None and value.shape[1] != self.width) \
                 or not self.min_len <= value.shape[0] <= self.max_len:
-            raise _malformed()
+            shape = "" if self.width is None else f" of {self.width} columns"
+            raise FieldError(f"must hold {self.min_len}..{self.max_len} rows{shape}")
         if value.size and (value.min() < self.low or value.max() > self.high):
-            raise _malformed()
+            raise FieldError(f"must hold values in [{self.low}, {self.high}]")
         if self.increasing and value.size > 1 and np.any(value[1:] <= value[:-1]):
-            raise _malformed()
+            raise FieldError("must be strictly increasing")
         return value.astype(np.int64, copy=False)
 
 
 @dataclass(frozen=True)
 class ListOf(Field):
-    """A list of ``min_len..max_len`` values, each parsed by ``item``."""
+    """A list of ``min_len..max_len`` values, each parsed by ``item``; returned as a tuple."""
 
     item: Field
     max_len: int
     min_len: int = 0
     optional: bool = False
+    kind: ClassVar[type] = list
 
     def parse(self, value: Any) -> Any:
         if value is None and self.optional:
             return None
-        if not isinstance(value, list) or not self.min_len <= len(value) <= self.max_len:
-            raise _malformed()
-        return tuple(self.item.parse(v) for v in value)
+        if not isinstance(value, (list, tuple)) or type(value) is not self.kind \
+                or not self.min_len <= len(value) <= self.max_len:
+            raise FieldError(f"must be a {self.kind.__name__} of {self.min_len}..{self.max_len} items")
+        out = []
+        for i, v in enumerate(value):
+            try:
+                out.append(self.item.parse(v))
+            except FieldError as exc:
+                raise exc.at(f"[{i}]") from None
+        return tuple(out)
+
+
+@dataclass(frozen=True)
+class TupleOf(ListOf):
+    """A record's tuple of ``min_len..max_len`` values, each parsed by ``item`` (a list is refused)."""
+
+    kind: ClassVar[type] = tuple
+
+
+@dataclass(frozen=True)
+class Instance(Field):
+    """Exactly an instance of ``cls`` (a record nested in a record; it checked itself when built)."""
+
+    cls: type
+
+    def parse(self, value: Any) -> Any:
+        if type(value) is not self.cls:
+            raise FieldError(f"must be a {self.cls.__name__}")
+        return value
 
 
 @dataclass(frozen=True, eq=False)
@@ -164,9 +232,23 @@ class Struct(Field):
     def parse(self, value: Any) -> Any:
         if value is None and self.optional:
             return None
-        if not isinstance(value, dict) or not set(value) <= set(self.fields):
-            raise _malformed()
-        return {name: f.parse(value.get(name)) for name, f in self.fields.items()}
+        if not isinstance(value, dict):
+            raise FieldError("must be an object")
+        if not set(value) <= set(self.fields):
+            raise FieldError(f"must have only the fields {sorted(self.fields)}")
+        return parse_fields(self.fields, value)
+
+
+def parse_fields(declared: Mapping[str, Field], values: Mapping[str, Any]) -> dict[str, Any]:
+    """Each declared field parsed from ``values`` (a missing one as ``None``); a :class:`FieldError`
+    names the field."""
+    out = {}
+    for name, f in declared.items():
+        try:
+            out[name] = f.parse(values.get(name))
+        except FieldError as exc:
+            raise exc.at(name) from None
+    return out
 
 
 @dataclass(frozen=True)
@@ -175,10 +257,12 @@ class Model(Field):
 
     def parse(self, value: Any) -> Any:
         if not isinstance(value, dict) or set(value) != {"learner", "config", "arrays"}:
-            raise _malformed()
+            raise FieldError("must be a model record (learner, config, arrays)")
         learner, config, arrays = value["learner"], value["config"], value["arrays"]
-        if not isinstance(learner, str) or not isinstance(config, dict) or not isinstance(arrays, dict):
-            raise _malformed()
+        for name, ok in (("learner", isinstance(learner, str)), ("config", isinstance(config, dict)),
+                         ("arrays", isinstance(arrays, dict))):
+            if not ok:
+                raise FieldError("must be a str" if name == "learner" else "must be an object", name)
         return ModelRecord(learner, dict(config), dict(arrays))
 
 
@@ -189,9 +273,7 @@ class Models(Field):
     max_len: int = 256
 
     def parse(self, value: Any) -> Any:
-        if not isinstance(value, list) or not 1 <= len(value) <= self.max_len:
-            raise _malformed()
-        return tuple(Model().parse(v) for v in value)
+        return ListOf(Model(), self.max_len, min_len=1).parse(value)
 
 
 @dataclass(frozen=True)
@@ -206,7 +288,45 @@ class Units(Field):
         try:
             return Schedule.from_list(value, max_units=self.max_len)
         except ConfigError:
-            raise _malformed() from None
+            raise FieldError(f"must be a schedule of at most {self.max_len} units") from None
+
+
+class Record:
+    """Base of the frozen records a party answers with: ``FIELDS`` declares each dataclass field
+    as a :class:`Field`, ``RULES`` the checks between fields (``(name, check)``: ``check(record)``
+    is ``None`` or the rule ``name`` breaks).  Both run when a record is built (:func:`check_record`),
+    so a record that exists is a valid one."""
+
+    FIELDS: ClassVar[Mapping[str, Field]] = {}
+    RULES: ClassVar[tuple[tuple[str, Callable[[Any], str | None]], ...]] = ()
+
+    def __post_init__(self) -> None:
+        check_record(self)
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, (bytes, bytearray)):
+        return f"{type(value).__name__} of {len(value)}"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def check_record(record: Any) -> None:
+    """Parse every declared field of ``record`` in place (a frozen dataclass: ``int`` losses become
+    ``float``), then its rules; raise :class:`BoundaryViolationError` naming the first field broken."""
+    cls = type(record)
+    for name, f in cls.FIELDS.items():
+        value = getattr(record, name)
+        try:
+            object.__setattr__(record, name, f.parse(value))
+        except FieldError as exc:
+            shown = f"a str of {len(value)} characters" if getattr(f, "secret", False) and isinstance(value, str) \
+                else _shown(value)
+            raise BoundaryViolationError(f"{cls.__name__}.{exc.at(name)}, got {shown}") from None
+    for name, check in cls.RULES:
+        broken = check(record)
+        if broken is not None:
+            raise BoundaryViolationError(f"{cls.__name__}.{name} {broken}, got {_shown(getattr(record, name))}")
 
 
 def model_to_wire(record: ModelRecord) -> dict[str, Any]:

@@ -46,6 +46,23 @@ side only), or raises :class:`Refusal`.  The base then guarantees, for every par
   to the analyst credential that opened them, and closed only with the owner's
   credential (compared in constant time).
 
+Requests of a ``SERIAL`` party (a site: budget and guard are shared by all sessions) are
+answered under one lock, except the expensive middle of a handler that is a generator
+(a site's ``query`` and ``final_evaluation``).  Such a request is *admitted* under the lock
+(:meth:`Party._admit` charges it and it takes the next admission number), then its fields
+are parsed and the handler runs up to its one ``yield`` without the lock (scoring: only the
+request's own data and read-only party state), and the rest of the handler, the ledger line
+and the reply's bookkeeping run under the lock again, **in admission order**: a request
+waits until every request admitted before it is recorded.  So any number of threads (a
+threaded Ray actor, the service's request threads) score at once, every answer is charged
+exactly once, and the ledger lists charged requests in the order they were admitted; each
+answer is the one a one-request-at-a-time party gives when the requests arrive in that
+order (what depends on earlier answers - the guard, Thresholdout's over-threshold count -
+is decided in the ordered part).  A request sent again while its first copy is still being
+answered waits for that answer and gets it back, uncharged.  What a crash loses is what
+the serial party lost: charges of requests whose answer was not yet in the ledger (never
+given), so after a restart the ledger's answers are replayed and nothing else is charged.
+
 The analyst credential of a request is the transport's: the name the network service
 matched the bearer token to, or ``DEFAULT_ANALYST`` in-process and over Ray.
 """
@@ -54,18 +71,19 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import inspect
 import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, NoReturn, Protocol, cast
 
 from raytune_fed.errors import ConfigError
 from raytune_fed.federation import _wire
-from raytune_fed.federation._fields import Field, Int, Refusal, Text
+from raytune_fed.federation._fields import Field, Int, Refusal, Text, parse_fields
 from raytune_fed.federation._ledger import SiteLedger
 from raytune_fed.federation._records import Closed, from_wire, to_wire
 
@@ -105,7 +123,9 @@ class CpuDeadline:
     request thread, the actor's), so other threads - other connections, TLS handshakes, Ray's
     own - cannot push a request over its limit, and traffic that is not the request charges it
     nothing.  Call ``check()`` on that thread.  Work handed to other threads is not counted, so a
-    served party runs its BLAS and OpenMP pools on one thread (:func:`raytune_fed.federation._service.serve`).
+    served party runs its BLAS and OpenMP pools on one thread (:func:`raytune_fed.serve.serve`), and
+    so does a site actor (:class:`~raytune_fed.federation.SiteActor`); a request that scores while
+    others do (see the module docstring) scores on its own thread, so its limit counts its own work.
     """
 
     def __init__(self, seconds: float | None) -> None:
@@ -181,8 +201,9 @@ class Party:
 
     PROTOCOL: ClassVar[dict[str, Restricted]] = {}
     REFUSALS: ClassVar[dict[str, str]] = REFUSALS
-    #: ``call`` answers one request at a time (a site's budget and guard are shared by all
-    #: sessions); a party whose sessions share no state sets this False and locks per session
+    #: ``call`` answers under one lock (a site's budget and guard are shared by all sessions), but
+    #: for the unlocked middle of a handler that yields (see the module docstring); a party whose
+    #: sessions share no state sets this False and locks per session
     SERIAL: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -194,6 +215,10 @@ class Party:
                 if spec is not None:
                     protocol[spec.name] = spec
         cls.PROTOCOL = protocol
+        staged = [name for name, spec in protocol.items() if inspect.isgeneratorfunction(spec.handler)]
+        if staged and not cls.SERIAL:
+            raise TypeError(f"{cls.__name__}: handlers that yield ({', '.join(staged)}) release the party's lock "
+                            f"while they score, so the party must be SERIAL")
 
     def __init__(self, name: str, *, ledger: str | None, owner_secret: str | None, max_request_bytes: int,
                  max_header_bytes: int = MAX_HEADER_BYTES, seconds_per_request: float | None = None) -> None:
@@ -209,6 +234,10 @@ class Party:
         self._replies: dict[tuple[str, int], dict[str, Any]] = {}  # (session, request number) -> what was sent
         self._uncharged: dict[tuple[str, str | None, str], int] = {}  # (code, method, credential) -> count
         self._lock = threading.Lock()
+        self._turns = threading.Condition(self._lock)  # see the module docstring: admission order
+        self._admitted = 0  # admission numbers given to requests of handlers that yield
+        self._recorded = 0  # the admission number whose turn it is to be recorded
+        self._in_flight: set[tuple[str, int]] = set()  # (session, request number) admitted, not yet recorded
         self._current = threading.local()
 
     def stop(self) -> None:
@@ -291,6 +320,8 @@ class Party:
             self._refuse(spec, session, Refusal("malformed"), charged=0)
         if set(args) - set(spec.request):
             self._refuse(spec, session, Refusal("malformed"), charged=0)
+        while session is not None and number is not None and (session.key, number) in self._in_flight:
+            self._turns.wait()  # the same request is being answered now: its answer is replayed below
         if session is not None and number is not None and (session.key, number) in self._replies:
             return self._replay_reply(spec, session, number)
         request = Request(spec, session, args, analyst, number, deadline)
@@ -301,11 +332,57 @@ class Party:
         known.update(charged=charged, number=number, request=request)
         if spec.handler is None:  # restricted() always sets it
             raise RuntimeError(f"restricted method {spec.name!r} has no handler")
+        if not inspect.isgeneratorfunction(spec.handler):
+            return self._answer(spec, session, charged, number, lambda: self._run(spec, session, args, payload))
+        ticket, self._admitted = self._admitted, self._admitted + 1
+        kept = None if session is None or number is None else (session.key, number)
+        if kept is not None:
+            self._in_flight.add(kept)
         try:
-            resolved = _wire.resolve(args, payload)
-            kwargs = {name: f.parse(resolved.get(name)) for name, f in spec.request.items()}
-            deadline.check()
-            answer, ledger = spec.handler(self, session, **kwargs)
+            staged = self._unlocked(ticket, spec, session, args, payload)
+            return self._answer(spec, session, charged, number, lambda: _resume(spec, staged))
+        finally:  # the lock is held again here, until the reply leaves call()
+            self._recorded += 1
+            if kept is not None:
+                self._in_flight.discard(kept)
+            self._turns.notify_all()
+
+    def _run(self, spec: Restricted, session: Session | None, args: Mapping[str, Any], payload: Any) -> Any:
+        """Parse the request's fields and start its handler: its result, or (a handler that yields) the
+        handler paused at its ``yield``."""
+        resolved = _wire.resolve(args, payload)
+        kwargs = parse_fields(spec.request, resolved)
+        self.deadline.check()
+        result = cast(Callable[..., Any], spec.handler)(self, session, **kwargs)
+        if not inspect.isgenerator(result):
+            return result
+        try:
+            next(result)
+        except StopIteration as stop:  # returned (or refused, raising) before its yield
+            return _Done(stop.value)
+        return result
+
+    def _unlocked(self, ticket: int, spec: Restricted, session: Session | None, args: Mapping[str, Any],
+                  payload: Any) -> Any:
+        """Run an admitted request's parsing and scoring without the party's lock; come back holding it when
+        every request admitted before it is recorded.  What the work raised is handed on, to be refused in turn."""
+        self._lock.release()
+        try:
+            try:
+                return self._run(spec, session, args, payload)
+            except Exception as exc:  # noqa: BLE001 - refused (and charged) below, in admission order
+                return _Raised(exc)
+        finally:
+            self._lock.acquire()
+            while self._recorded != ticket:
+                self._turns.wait()
+
+    def _answer(self, spec: Restricted, session: Session | None, charged: int, number: int | None,
+                compute: Callable[[], Any]) -> Any:
+        """Finish a charged (or free) request under the lock: its handler's result, checked and written to
+        the ledger, or its refusal."""
+        try:
+            answer, ledger = compute()
         except _wire.WireError:
             self._refuse(spec, session, Refusal("malformed"), charged=charged, number=number)
         except TimeoutError:
@@ -431,3 +508,32 @@ class Party:
 
     def _replay(self, entry: Mapping[str, Any]) -> None:
         """Hook: apply one ledger entry to the subclass's state on restart."""
+
+
+@dataclass(frozen=True)
+class _Done:
+    """A handler that yields, finished (or refused) before its ``yield``: its result."""
+
+    value: Any
+
+
+@dataclass(frozen=True)
+class _Raised:
+    """What a request's unlocked work raised, to be refused under the lock in admission order."""
+
+    exc: Exception
+
+
+def _resume(spec: Restricted, staged: Any) -> Any:
+    """The result of a request's unlocked work: a handler paused at its ``yield`` runs to its end."""
+    if isinstance(staged, _Raised):
+        raise staged.exc
+    if isinstance(staged, _Done):
+        return staged.value
+    handler = cast(Generator[None, None, Any], staged)
+    try:
+        next(handler)
+    except StopIteration as stop:
+        return stop.value
+    handler.close()
+    raise RuntimeError(f"restricted method {spec.name!r} yields more than once")

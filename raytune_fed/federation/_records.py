@@ -1,48 +1,34 @@
 """The only things a site answers with: small frozen records that check themselves.
 
-Each record validates its fields when built (plain ``float``/``int``/``str``/``bool``,
-short tuples of them, or a :class:`Blob` of bytes with a declared size), so a site cannot
-hand out feature rows or labels even by mistake.  :func:`check_outgoing` is the gate
-every answer passes; :func:`to_wire` / :func:`from_wire` turn records into plain data for
-the wire format and back, rebuilding (so re-validating) them on the receiving side.
+Each record declares its fields with the same declarative fields a request does
+(:class:`~raytune_fed.federation._fields.Record`: plain ``float``/``int``/``str``/``bool``,
+short tuples of them, or a :class:`Blob` of bytes with a declared size) and is checked
+against them when built, so a site cannot hand out feature rows or labels even by mistake.
+:func:`check_outgoing` is the gate every answer passes; :func:`to_wire` / :func:`from_wire`
+turn records into plain data for the wire format and back, rebuilding (so re-validating)
+them on the receiving side.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Any
 
 from raytune_fed.errors import BoundaryViolationError
+from raytune_fed.federation._fields import Bytes, Flag, Instance, Int, Real, Record, Text, TupleOf
 
 MAX_MODELS_PER_FINAL = 256
 MAX_LEDGER_ENTRIES = 100_000
 MAX_BLOB_BYTES = 1 << 30
 
-
-def _finite_float(name: str, value: Any, lo: float = -math.inf, hi: float = math.inf) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise BoundaryViolationError(f"{name} must be a float, got {type(value).__name__}")
-    value = float(value)
-    if not (math.isfinite(value) and lo <= value <= hi):
-        raise BoundaryViolationError(f"{name} must be finite and in [{lo}, {hi}], got {value!r}")
-    return value
-
-
-def _count(name: str, value: Any, lo: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-        raise BoundaryViolationError(f"{name} must be an int >= {lo}, got {value!r}")
-    return value
-
-
-def _text(name: str, value: Any, max_len: int = 200) -> str:
-    if not isinstance(value, str) or len(value) > max_len:
-        raise BoundaryViolationError(f"{name} must be a str of at most {max_len} characters")
-    return value
+LOSS = Real(0.0, 1.0)
+COUNT = Int(0)
+SECONDS = Real(0.0)
+NAME = Text(max_len=200, min_len=0)
 
 
 @dataclass(frozen=True)
-class Loss:
+class Loss(Record):
     """A curator's answer: the loss of one model on its in-bag rows, how many rows, and
     how long the site spent scoring (so the analyst can tell framework time from work)."""
 
@@ -50,26 +36,19 @@ class Loss:
     n_rows: int
     seconds: float = 0.0
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "value", _finite_float("Loss.value", self.value, 0.0, 1.0))
-        object.__setattr__(self, "n_rows", _count("Loss.n_rows", self.n_rows, 1))
-        object.__setattr__(self, "seconds", _finite_float("Loss.seconds", self.seconds, 0.0))
+    FIELDS = {"value": LOSS, "n_rows": Int(1), "seconds": SECONDS}
 
 
 @dataclass(frozen=True)
-class FinalLosses:
+class FinalLosses(Record):
     """A one-shot final evaluation: one loss per submitted model on the evaluation rows,
     ``None`` where the site's privacy guard withheld a model's loss."""
 
     values: tuple[float | None, ...]
     n_rows: int
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.values, tuple) or not 1 <= len(self.values) <= MAX_MODELS_PER_FINAL:
-            raise BoundaryViolationError(f"FinalLosses.values must be a tuple of 1..{MAX_MODELS_PER_FINAL} floats")
-        object.__setattr__(self, "values", tuple(
-            None if v is None else _finite_float("FinalLosses.values[i]", v, 0.0, 1.0) for v in self.values))
-        object.__setattr__(self, "n_rows", _count("FinalLosses.n_rows", self.n_rows, 1))
+    FIELDS = {"values": TupleOf(Real(0.0, 1.0, optional=True), MAX_MODELS_PER_FINAL, min_len=1),
+              "n_rows": Int(1)}
 
     @property
     def n_withheld(self) -> int:
@@ -77,7 +56,7 @@ class FinalLosses:
 
 
 @dataclass(frozen=True)
-class LedgerEntry:
+class LedgerEntry(Record):
     """One request of a session as the analyst may see it: when, which record, what kind,
     what was answered (``None`` for a refusal or a withheld loss)."""
 
@@ -86,33 +65,24 @@ class LedgerEntry:
     kind: str
     answer: float | None
 
-    def __post_init__(self) -> None:
-        _finite_float("LedgerEntry.time", self.time)
-        if not (isinstance(self.fingerprint, str) and len(self.fingerprint) <= 64):
-            raise BoundaryViolationError("LedgerEntry.fingerprint must be a str of at most 64 characters")
-        if self.kind not in ("query", "final", "refused"):
-            raise BoundaryViolationError(f"LedgerEntry.kind must be 'query', 'final' or 'refused', got {self.kind!r}")
-        if self.answer is not None:
-            _finite_float("LedgerEntry.answer", self.answer, 0.0, 1.0)
+    FIELDS = {"time": Real(), "fingerprint": Text(max_len=64, min_len=0),
+              "kind": Text(choices=("query", "final", "refused")), "answer": Real(0.0, 1.0, optional=True)}
 
 
 @dataclass(frozen=True)
-class Ledger:
+class Ledger(Record):
     """A copy of one session's ledger (fingerprints and answers only)."""
 
     entries: tuple[LedgerEntry, ...]
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.entries, tuple) or len(self.entries) > MAX_LEDGER_ENTRIES \
-                or not all(type(e) is LedgerEntry for e in self.entries):
-            raise BoundaryViolationError("Ledger.entries must be a tuple of LedgerEntry records")
+    FIELDS = {"entries": TupleOf(Instance(LedgerEntry), MAX_LEDGER_ENTRIES)}
 
     def __len__(self) -> int:
         return len(self.entries)
 
 
 @dataclass(frozen=True)
-class SiteStatus:
+class SiteStatus(Record):
     """What a session may know about its role: site, role, unit, rows scored, its own query
     count, how many answers the site may still give it (the least of the site's remaining
     query budget, its remaining lifetime answers and the session's credential's share) and
@@ -126,18 +96,12 @@ class SiteStatus:
     budget_left: int
     sealed: bool
 
-    def __post_init__(self) -> None:
-        for name in ("site", "role", "unit"):
-            _text(f"SiteStatus.{name}", getattr(self, name))
-        _count("SiteStatus.n_rows", self.n_rows)
-        _count("SiteStatus.n_queries", self.n_queries)
-        _count("SiteStatus.budget_left", self.budget_left)
-        if not isinstance(self.sealed, bool):
-            raise BoundaryViolationError("SiteStatus.sealed must be a bool")
+    FIELDS = {"site": NAME, "role": NAME, "unit": NAME, "n_rows": COUNT, "n_queries": COUNT, "budget_left": COUNT,
+              "sealed": Flag()}
 
 
 @dataclass(frozen=True)
-class SessionTicket:
+class SessionTicket(Record):
     """A session the site opened: its unguessable token (the only copy), the role and unit."""
 
     token: str
@@ -146,30 +110,23 @@ class SessionTicket:
     unit: str
     n_rows: int
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.token, str) or not 32 <= len(self.token) <= 128:
-            raise BoundaryViolationError("SessionTicket.token must be a str of 32..128 characters")
-        for name in ("site", "role", "unit"):
-            _text(f"SessionTicket.{name}", getattr(self, name))
-        _count("SessionTicket.n_rows", self.n_rows, 1)
+    FIELDS = {"token": Text(min_len=32, max_len=128, secret=True), "site": NAME, "role": NAME, "unit": NAME,
+              "n_rows": Int(1)}
 
 
 @dataclass(frozen=True)
-class ScheduleReceipt:
+class ScheduleReceipt(Record):
     """The site accepted a schedule: how many units name it, and the schedule's digest."""
 
     site: str
     n_units: int
     digest: str
 
-    def __post_init__(self) -> None:
-        _text("ScheduleReceipt.site", self.site)
-        _count("ScheduleReceipt.n_units", self.n_units)
-        _text("ScheduleReceipt.digest", self.digest, 64)
+    FIELDS = {"site": NAME, "n_units": COUNT, "digest": Text(max_len=64, min_len=0)}
 
 
 @dataclass(frozen=True)
-class Blob:
+class Blob(Record):
     """Opaque bytes with a declared size, e.g. ciphertexts a party returns.  The only
     record that carries bytes; the size is checked against the data and a cap."""
 
@@ -177,25 +134,19 @@ class Blob:
     size: int
     kind: str = "ciphertext"
 
-    def __post_init__(self) -> None:
-        if type(self.data) is not bytes:
-            raise BoundaryViolationError("Blob.data must be bytes")
-        _count("Blob.size", self.size)
-        if self.size != len(self.data) or self.size > MAX_BLOB_BYTES:
-            raise BoundaryViolationError(f"Blob.size must equal len(data) and be at most {MAX_BLOB_BYTES}")
-        _text("Blob.kind", self.kind, 64)
+    FIELDS = {"data": Bytes(max_size=MAX_BLOB_BYTES), "size": Int(0, MAX_BLOB_BYTES),
+              "kind": Text(max_len=64, min_len=0)}
+    RULES = (("size", lambda r: None if r.size == len(r.data) else "must equal len(data)"),)
 
 
 @dataclass(frozen=True)
-class Closed:
+class Closed(Record):
     """A session was closed by the site's owner (the ledger keeps every entry)."""
 
     unit: str
     n_queries: int
 
-    def __post_init__(self) -> None:
-        _text("Closed.unit", self.unit)
-        _count("Closed.n_queries", self.n_queries)
+    FIELDS = {"unit": NAME, "n_queries": COUNT}
 
 
 RECORD_TYPES: tuple[type, ...] = (Loss, FinalLosses, LedgerEntry, Ledger, SiteStatus, SessionTicket,
@@ -216,6 +167,8 @@ def register_record(cls: type, *, bytes_fields: tuple[str, ...] = ()) -> type:
     names = {f.name for f in fields(cls)}
     if not set(bytes_fields) <= names:
         raise TypeError(f"{cls.__name__} has no fields {sorted(set(bytes_fields) - names)}")
+    if issubclass(cls, Record) and set(cls.FIELDS) != names:
+        raise TypeError(f"{cls.__name__}.FIELDS must declare exactly its fields {sorted(names)}")
     known = _BY_NAME.setdefault(cls.__name__, cls)
     if known is not cls:
         raise TypeError(f"another record type is already called {cls.__name__}")
@@ -283,7 +236,12 @@ def from_wire(data: Any) -> Any:
             return tuple(value(x) for x in v)
         return v
 
+    required = {f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING}
+    if not required <= set(data["fields"]):
+        raise BoundaryViolationError(f"{cls.__name__} is missing fields {sorted(required - set(data['fields']))}")
     try:
-        return cls(**{k: value(v) for k, v in data["fields"].items()})
-    except TypeError:
-        raise BoundaryViolationError(f"{cls.__name__} is missing fields") from None
+        return cls(**{k: value(v) for k, v in data["fields"].items()})  # the record checks its declared fields
+    except BoundaryViolationError:  # names the field and the rule
+        raise
+    except TypeError:  # a record type of another package checking itself by hand (e.g. Ciphertexts)
+        raise BoundaryViolationError(f"{cls.__name__} holds fields of the wrong type") from None

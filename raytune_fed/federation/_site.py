@@ -31,12 +31,22 @@ Thresholdout's noise for a query is drawn from a stream derived from the site's 
 the unit, the query's place in its session and the predictions asked about, never from
 one stream in arrival order: the same grid gets the same answers on any run, with any
 number of concurrent cells, after a restart and after a resume.
+
+A site answers many requests at once (a threaded actor, the service's request threads):
+``query`` and ``final_evaluation`` are charged under the site's lock, score their models
+without it, and pass the guard, Thresholdout and the ledger under it again, in the order
+they were charged (see :class:`~raytune_fed.federation.Party`).  A query's place in its
+session (Thresholdout's draw) is fixed when it is charged.  Scoring is numpy on the
+request's own thread; run the process's BLAS on one thread (the service and the site actor
+do), so an answer does not depend on how many requests run beside it and the request's CPU
+limit counts all of its scoring.
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Generator
 from typing import Any
 
 import numpy as np
@@ -152,6 +162,7 @@ class Site(Party):
             self._budget_used += 1
             session.n_queries += 1
             self._answers_used[session.analyst] += 1
+            self._current.draw = session.n_queries  # the query's place in its session, fixed now
             return 1
         models = request.args.get("models")  # final_evaluation
         if not isinstance(models, list) or not 1 <= len(models) <= self.policy.final.max_models:
@@ -230,8 +241,9 @@ class Site(Party):
     @restricted(request={"model": Model(), "mechanism": Text(choices=MECHANISMS),
                          "train_loss": Real(0.0, 1.0, optional=True)}, answers=Loss)
     def query(self, session: Session, model: Any, mechanism: str, train_loss: float | None
-              ) -> tuple[Loss, dict[str, Any]]:
+              ) -> Generator[None, None, tuple[Loss, dict[str, Any]]]:
         start = time.perf_counter()
+        draw = self._current.draw
         if mechanism not in self.policy.curator.mechanisms:
             raise Refusal("mechanism")
         if (mechanism == "thresholdout") != (train_loss is not None):
@@ -240,10 +252,13 @@ class Site(Party):
         fingerprint = record_fingerprint(model, self.deadline.check)
         pred = self._score(model, rows, fingerprint)
         bits = packed_hex(pred), packed_hex(rows)
+        loss = float(np.mean(pred[rows] != self._y[rows]))
+        scored = time.perf_counter() - start
+        yield  # from here under the site's lock, in the order the queries were charged
+        start = time.perf_counter()
         repeat = mechanism == "thresholdout" and bits in self._exact  # see _guard's docstring
         if not repeat and not self._guard.allows(pred, rows):
             raise Refusal("guard", fingerprint=fingerprint)
-        loss = float(np.mean(pred[rows] != self._y[rows]))
         ledger: dict[str, Any] = {"fingerprint": fingerprint, "mechanism": mechanism, "pred": bits[0],
                                   "rows": bits[1]}
         if mechanism == "exact":
@@ -252,14 +267,13 @@ class Site(Party):
         if mechanism == "thresholdout":
             if train_loss is None:  # refused above
                 raise RuntimeError("a thresholdout query without its training loss")
-            draw = session.n_queries
             noise = self._noise(session.unit, draw, bits)
             answer = min(max(self._thresholdout.answer(train_loss, loss, rng=noise), 0.0), 1.0)
             ledger["th"] = [train_loss, loss, draw]
         if not repeat:
             self._guard.add(pred, rows)
         ledger["answer"] = answer
-        return Loss(answer, int(rows.sum()), time.perf_counter() - start), ledger
+        return Loss(answer, int(rows.sum()), scored + time.perf_counter() - start), ledger
 
     def _noise(self, unit: str, draw: int, bits: tuple[str, str]) -> np.random.Generator:
         """Thresholdout's stream for the ``draw``-th query of a session of ``unit`` about predictions ``bits``."""
@@ -268,10 +282,12 @@ class Site(Party):
         return np.random.default_rng(derive(self.policy.seed, "thresholdout", unit, draw, bits[0] + bits[1]))
 
     @restricted(request={"models": Models(max_len=256)}, answers=FinalLosses)
-    def final_evaluation(self, session: Session, models: tuple[Any, ...]) -> tuple[FinalLosses, dict[str, Any]]:
+    def final_evaluation(self, session: Session, models: tuple[Any, ...]
+                         ) -> Generator[None, None, tuple[FinalLosses, dict[str, Any]]]:
         rows = self._rows(session, final=True)
         fingerprints = [record_fingerprint(m, self.deadline.check) for m in models]
         preds = [self._score(m, rows, f) for m, f in zip(models, fingerprints)]  # all validated before any loss
+        yield  # from here under the site's lock, in the order the requests were charged
         values: list[float | None] = []
         kept: list[str | None] = []
         for pred in preds:
@@ -329,9 +345,11 @@ class Site(Party):
                 self._finals[session.unit, session.role] += 1
                 session.sealed = True
         if event == "query":
-            self._guard.add_packed(entry["pred"], entry["rows"])
+            bits = entry["pred"], entry["rows"]
+            if entry["mechanism"] == "exact" or bits not in self._exact:  # as query() added it (see _guard)
+                self._guard.add_packed(*bits)
             if entry["mechanism"] == "exact":
-                self._exact.add((entry["pred"], entry["rows"]))
+                self._exact.add(bits)
             if "th" in entry:  # brings back the over-threshold count; the noise is the query's own
                 if session is None:  # the ledger's check ties every query to an open session
                     raise RuntimeError("a query in the ledger without its session")

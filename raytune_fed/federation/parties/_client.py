@@ -3,8 +3,9 @@
 :class:`PassiveClient` implements the SecureBoost
 :class:`~raytune_fed.models.secureboost.PassiveEndpoint` protocol over the wire: each
 method is one message to :meth:`PassiveParty.call <raytune_fed.federation.Party.call>`
-through a transport (a :class:`~raytune_fed.federation._transports.LocalTransport` for a
-party in this process, an ``ActorTransport`` for a party actor), and each answer is a
+through a transport (a :class:`~raytune_fed.federation.LocalTransport` for a
+party in this process, an ``ActorTransport`` for a party actor, an
+:class:`~raytune_fed.serve.HttpTransport` for a served party), and each answer is a
 record, unwrapped into the plain values the estimator uses.  So the estimator trains the
 same way wherever the passive party runs.  A client holds one session token (issued by
 the party to its owner with :meth:`PassiveClient.admit`) and never an owner credential.

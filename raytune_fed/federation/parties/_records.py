@@ -1,8 +1,10 @@
 """What a vertical-learning party may answer: small frozen records that check themselves.
 
-They are declared to the shared record layer (:func:`~raytune_fed.federation._records.register_record`),
-so a passive party's answers pass the same gate (``check_outgoing``) and wire encoding
-(``to_wire`` / ``from_wire``) as a site's.  Row ids and routing bits travel as bytes with
+Each declares its fields with the boundary's declarative fields
+(:class:`~raytune_fed.federation._fields.Record`) and is declared to the shared record layer
+(:func:`~raytune_fed.federation._records.register_record`), so a passive party's answers
+pass the same gate (``check_outgoing``) and wire encoding (``to_wire`` / ``from_wire``) as a
+site's.  Row ids and routing bits travel as bytes with
 a declared count (never arrays or objects); ciphertexts as
 :class:`~raytune_fed.crypto.Ciphertexts`, whose blobs are bytes.  :func:`check_party_answer`
 is the gate of the active party's answers.
@@ -18,26 +20,27 @@ import numpy as np
 
 from raytune_fed.crypto import OPERATIONS, Ciphertexts
 from raytune_fed.errors import BoundaryViolationError
-from raytune_fed.federation._records import _count, _finite_float, check_outgoing, register_record
+from raytune_fed.federation._fields import Bytes, Instance, Int, Real, Record, Text, TupleOf
+from raytune_fed.federation._records import MAX_BLOB_BYTES, check_outgoing, register_record
+
+COUNT = Int(0)
+MAX_ITEMS = 1 << 24  # records in one answer's tuple (the answer's size is capped by the wire format too)
 
 
-def _bytes(owner: str, value: Any, size: int) -> bytes:
-    if type(value) is not bytes or len(value) != size:
-        raise BoundaryViolationError(f"{owner} must be {size} bytes, got {type(value).__name__} "
-                                     f"of {len(value) if hasattr(value, '__len__') else '?'}")
-    return value
+def _size_is(n_bytes: Any) -> Any:
+    """A rule: the record's ``data`` holds exactly ``n_bytes(record)`` bytes."""
+    return lambda r: None if len(r.data) == n_bytes(r) else f"must be {n_bytes(r)} bytes"
 
 
 @dataclass(frozen=True)
-class RowIds:
+class RowIds(Record):
     """Sorted instance ids as int64 bytes; ``count`` declares how many."""
 
     count: int
     data: bytes
 
-    def __post_init__(self) -> None:
-        _count("RowIds.count", self.count)
-        _bytes("RowIds.data", self.data, 8 * self.count)
+    FIELDS = {"count": COUNT, "data": Bytes(max_size=MAX_BLOB_BYTES)}
+    RULES = (("data", _size_is(lambda r: 8 * r.count)),)
 
     @classmethod
     def of(cls, rows: np.ndarray) -> RowIds:
@@ -49,28 +52,24 @@ class RowIds:
 
 
 @dataclass(frozen=True)
-class SplitRows:
+class SplitRows(Record):
     """The left rows of each split a passive party applied in one request, in request order."""
 
     lefts: tuple[RowIds, ...]
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.lefts, tuple) or not all(type(r) is RowIds for r in self.lefts):
-            raise BoundaryViolationError("SplitRows.lefts must be a tuple of RowIds")
+    FIELDS = {"lefts": TupleOf(Instance(RowIds), MAX_ITEMS)}
 
 
 @dataclass(frozen=True)
-class RouteBits:
+class RouteBits(Record):
     """Go-left bits ``(n_rows, n_keys)``, bit-packed row-major."""
 
     n_rows: int
     n_keys: int
     data: bytes
 
-    def __post_init__(self) -> None:
-        _count("RouteBits.n_rows", self.n_rows)
-        _count("RouteBits.n_keys", self.n_keys)
-        _bytes("RouteBits.data", self.data, math.ceil(self.n_rows * self.n_keys / 8))
+    FIELDS = {"n_rows": COUNT, "n_keys": COUNT, "data": Bytes(max_size=MAX_BLOB_BYTES)}
+    RULES = (("data", _size_is(lambda r: math.ceil(r.n_rows * r.n_keys / 8))),)
 
     @classmethod
     def of(cls, bits: np.ndarray) -> RouteBits:
@@ -83,7 +82,7 @@ class RouteBits:
 
 
 @dataclass(frozen=True)
-class PartyInfo:
+class PartyInfo(Record):
     """A party's name and shape; ``n_masks`` = candidate splits, features x (bins - 1), of an open
     session (0 before)."""
 
@@ -92,23 +91,16 @@ class PartyInfo:
     n_features: int
     n_masks: int = 0
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.party, str) or not self.party:
-            raise BoundaryViolationError(f"PartyInfo.party must be a non-empty str, got {self.party!r}")
-        _count("PartyInfo.n_rows", self.n_rows, 1)
-        _count("PartyInfo.n_features", self.n_features, 1)
-        _count("PartyInfo.n_masks", self.n_masks)
+    FIELDS = {"party": Text(max_len=200), "n_rows": Int(1), "n_features": Int(1), "n_masks": COUNT}
 
 
 @dataclass(frozen=True)
-class EncryptedHistograms:
+class EncryptedHistograms(Record):
     """One answer per direct node query, in query order: the encrypted left-side sums of every candidate split."""
 
     payloads: tuple[Ciphertexts, ...]
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.payloads, tuple) or not all(type(p) is Ciphertexts for p in self.payloads):
-            raise BoundaryViolationError("EncryptedHistograms.payloads must be a tuple of Ciphertexts")
+    FIELDS = {"payloads": TupleOf(Instance(Ciphertexts), MAX_ITEMS)}
 
     @property
     def size(self) -> int:
@@ -116,7 +108,7 @@ class EncryptedHistograms:
 
 
 @dataclass(frozen=True)
-class OpTally:
+class OpTally(Record):
     """A party's homomorphic operation counts."""
 
     encryptions: int
@@ -124,29 +116,24 @@ class OpTally:
     additions: int
     products: int
 
-    def __post_init__(self) -> None:
-        for name in OPERATIONS:
-            _count(f"OpTally.{name}", getattr(self, name))
+    FIELDS = dict.fromkeys(OPERATIONS, COUNT)
 
     def as_dict(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in OPERATIONS}
 
 
 @dataclass(frozen=True)
-class TreeCells:
+class TreeCells(Record):
     """The finest partition of one tree's rows that a passive party can infer."""
 
     tree: int
     cells: tuple[RowIds, ...]
 
-    def __post_init__(self) -> None:
-        _count("TreeCells.tree", self.tree)
-        if not isinstance(self.cells, tuple) or not all(type(c) is RowIds for c in self.cells):
-            raise BoundaryViolationError("TreeCells.cells must be a tuple of RowIds")
+    FIELDS = {"tree": COUNT, "cells": TupleOf(Instance(RowIds), MAX_ITEMS)}
 
 
 @dataclass(frozen=True)
-class ViewRecord:
+class ViewRecord(Record):
     """A passive party's view, as the attack reads it (cells per tree) plus traffic totals."""
 
     context_bytes: int
@@ -154,11 +141,8 @@ class ViewRecord:
     n_queries: int
     trees: tuple[TreeCells, ...]
 
-    def __post_init__(self) -> None:
-        for name in ("context_bytes", "ciphertext_bytes", "n_queries"):
-            _count(f"ViewRecord.{name}", getattr(self, name))
-        if not isinstance(self.trees, tuple) or not all(type(t) is TreeCells for t in self.trees):
-            raise BoundaryViolationError("ViewRecord.trees must be a tuple of TreeCells")
+    FIELDS = {"context_bytes": COUNT, "ciphertext_bytes": COUNT, "n_queries": COUNT,
+              "trees": TupleOf(Instance(TreeCells), MAX_ITEMS)}
 
     def partitions(self) -> list[tuple[int, list[np.ndarray]]]:
         """The same shape as :meth:`PassiveView.partitions`, for the attack."""
@@ -166,7 +150,7 @@ class ViewRecord:
 
 
 @dataclass(frozen=True)
-class TrainingReport:
+class TrainingReport(Record):
     """The active party's summary of one training: utility loss on its test rows and the costs."""
 
     utility_loss: float
@@ -177,15 +161,9 @@ class TrainingReport:
     n_trees: int
     n_federated_trees: int
 
-    def __post_init__(self) -> None:
-        for name, hi in (("utility_loss", 1.0), ("training_cost", math.inf), ("fit_seconds", math.inf)):
-            object.__setattr__(self, name, _finite_float(f"TrainingReport.{name}", getattr(self, name), 0.0, hi))
-        if self.metric not in ("1-auc", "1-accuracy"):
-            raise BoundaryViolationError(f"TrainingReport.metric must be '1-auc' or '1-accuracy', got {self.metric!r}")
-        if type(self.op_counts) is not OpTally:
-            raise BoundaryViolationError("TrainingReport.op_counts must be an OpTally")
-        _count("TrainingReport.n_trees", self.n_trees, 1)
-        _count("TrainingReport.n_federated_trees", self.n_federated_trees, 0)
+    FIELDS = {"utility_loss": Real(0.0, 1.0), "metric": Text(choices=("1-auc", "1-accuracy")),
+              "op_counts": Instance(OpTally), "training_cost": Real(0.0), "fit_seconds": Real(0.0),
+              "n_trees": Int(1), "n_federated_trees": COUNT}
 
 
 PARTY_RECORD_TYPES: tuple[type, ...] = (RowIds, SplitRows, RouteBits, PartyInfo, EncryptedHistograms, OpTally,

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from raytune_fed.errors import ConfigError
-from raytune_fed.federation._init_cli import PLAN_KEYS
+from raytune_fed.serve._init_cli import PLAN_KEYS
 from raytune_fed.workflows.rfms._spec import RFMSSettings
 
 

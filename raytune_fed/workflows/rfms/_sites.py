@@ -100,7 +100,7 @@ def remote_sites(plan: SitePlan, path: Path, *, reach: bool = False) -> tuple[An
     """Clients for the plan's sites from a sites file, checked (keys, URLs, tokens, CA files); with
     ``reach``, each site must also accept a connection (and a verified TLS handshake) - the grid
     does this before Ray starts, so a wrong URL or certificate is found in seconds."""
-    from raytune_fed.federation import load_site_directory
+    from raytune_fed.serve import check_reachable, load_site_directory
 
     found = load_site_directory(path)
     missing = [n for n in plan.site_names if n not in found]
@@ -110,7 +110,7 @@ def remote_sites(plan: SitePlan, path: Path, *, reach: bool = False) -> tuple[An
     clients = tuple(found[n] for n in plan.site_names)
     if reach:
         for client in clients:
-            client.check_reachable()
+            check_reachable(client)
     return clients
 
 
@@ -192,11 +192,11 @@ def start_sites(plan: SitePlan, settings: RFMSSettings, schedule: Any, *, sites:
 
     ``sites`` is a deployment (see :data:`DEPLOYMENTS`; the grid plays the owners and
     writes their ledgers under ``workdir``) or a sites file listing each site of the plan
-    by URL (:func:`~raytune_fed.federation.load_site_directory`): those sites run under
+    by URL (:func:`~raytune_fed.serve.load_site_directory`): those sites run under
     their owners' own policies.  The openbox is the analyst's own data: its rows come
     from the plan in every case.
     """
-    from raytune_fed import federation
+    from raytune_fed import serve
 
     sites = check_sites_choice(sites)
     data: tuple[tuple[Any, Any], ...] = tuple(plan.site(i) for i in range(len(plan.site_names)))
@@ -211,8 +211,8 @@ def start_sites(plan: SitePlan, settings: RFMSSettings, schedule: Any, *, sites:
         template = rfms_site_policy(settings, schedule, n_learners, max_retries)
         fresh = not Path(workdir).exists()
         try:
-            simulated = federation.start_sites(dict(zip(plan.site_names, data)), template=template,
-                                               seed=settings.seed, workdir=workdir, deployment=sites)
+            simulated = serve.start_sites(dict(zip(plan.site_names, data)), template=template,
+                                          seed=settings.seed, workdir=workdir, deployment=sites)
         except OSError as exc:  # e.g. a full disk: the sites' files cannot be written
             _abandon(None, workdir, fresh, schedule)
             raise ConfigError(f"cannot start the grid's sites: cannot write their files under {workdir}: "

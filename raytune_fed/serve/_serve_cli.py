@@ -22,7 +22,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     site = subparsers.add_parser("site", help="run a restricted data site",
                                  description="Run a restricted data site for RFMS under its owner's policy.")
     sub = site.add_subparsers(dest="site_command", required=True, metavar="SITE_COMMAND")
-    from raytune_fed.federation._init_cli import add_site_init
+    from raytune_fed.serve._init_cli import add_site_init
 
     add_site_init(sub)
     s = sub.add_parser("serve", help="serve a site over HTTP(S) with a bearer token",
@@ -51,7 +51,7 @@ def check_listen_arguments(args: argparse.Namespace) -> None:
     """Where the service listens and the URL file, checked before anything is loaded (nothing is created)."""
     from raytune_fed._checks import check_new_file
     from raytune_fed.errors import ConfigError
-    from raytune_fed.federation._service import check_listen
+    from raytune_fed.serve._service import check_listen
 
     check_listen(args.host, args.port)
     if (args.cert is None) != (args.key is None):
@@ -72,7 +72,7 @@ def serve_until_stopped(party: Any, token: str | None, args: argparse.Namespace,
     the command line then says that ``what`` stopped, where, and what its ``ledger`` kept
     (``args.stop_message``).
     """
-    from raytune_fed.federation._service import log_to, one_thread_per_request, serve
+    from raytune_fed.serve._service import log_to, one_thread_per_request, serve
 
     one_thread_per_request()  # a request's CPU limit counts the thread answering it: keep its work there
     server = serve(party, token=token, tokens=tokens, host=args.host, port=args.port, certfile=args.cert,
@@ -111,10 +111,8 @@ def _load_data(path: str, target: str | None) -> tuple[Any, Any]:
 def run(args: argparse.Namespace) -> None:
     from raytune_fed._checks import check_new_file
     from raytune_fed.errors import ConfigError
-    from raytune_fed.federation._party import DEFAULT_ANALYST
-    from raytune_fed.federation._policy import load_policy
-    from raytune_fed.federation._site import Site
-    from raytune_fed.federation._transports import read_token
+    from raytune_fed.federation import DEFAULT_ANALYST, Site, load_policy
+    from raytune_fed.serve._clients import read_token
 
     check_listen_arguments(args)
     policy = load_policy(args.policy)

@@ -4,7 +4,7 @@
 :mod:`raytune_fed.federation._policy`, with a fresh seed; optional keys without a safe
 default commented out), fresh tokens for one analyst credential and for the owner (mode
 0600, from :mod:`secrets`), and a self-signed TLS certificate for the host the service will
-listen on (:mod:`raytune_fed.federation._certs`).  It prints the ``site serve`` command and
+listen on (:mod:`raytune_fed.serve._certs`).  It prints the ``site serve`` command and
 the table to put in the analyst's sites file.  A site's defaults answer far less than a grid
 asks: ``--for-grid PLAN`` sizes the policy for an analyst's grid from the plan ``raytune-fed
 site plan`` wrote (:data:`PLAN_KEYS`: its approved schedule, answers, query budget and finals),
@@ -293,8 +293,8 @@ def site_init(directory: str, *, name: str | None = None, analyst: str = "analys
     ``lockbox_answers`` and ``guard_k`` set ``[budget] answers``, ``[lockbox] max_answers`` and
     ``[guard] k`` (over the plan's); ``sites_file``: also list the site in that analyst's sites file.
     """
-    from raytune_fed.federation._certs import self_signed_certificate
-    from raytune_fed.federation._policy import load_policy
+    from raytune_fed.federation import load_policy
+    from raytune_fed.serve._certs import self_signed_certificate
 
     _check_dir(directory)
     name = _check_name("the site's name", name or Path(directory).resolve().name)
@@ -343,7 +343,7 @@ def run_site_init(args: argparse.Namespace) -> None:
 def party_init(directory: str, *, name: str | None = None, host: str = "127.0.0.1",
                port: int = 8443) -> dict[str, Any]:
     """Write a passive party's set-up files into ``directory``."""
-    from raytune_fed.federation._certs import self_signed_certificate
+    from raytune_fed.serve._certs import self_signed_certificate
 
     _check_dir(directory)
     name = _check_name("the party's name", name or Path(directory).resolve().name)
@@ -365,5 +365,5 @@ def run_party_init(args: argparse.Namespace) -> None:
           f"--owner-token-file {made['owner_token']} --ledger {made['dir'] / (made['name'] + '.ledger.jsonl')} "
           f"--cert {made['cert']} --key {made['key']} --port {args.port}")
     print(f"2. Give the active party {made['token']} and {made['cert']} (privately); it reaches the party at "
-          f"{made['url']} (HttpTransport(url, token, cafile=...)). The owner admits each training with "
-          f"owner.token.")
+          f"{made['url']} (raytune_fed.serve.HttpTransport(url, token, cafile=...)). The owner admits each "
+          f"training with owner.token.")

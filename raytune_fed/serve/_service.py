@@ -13,13 +13,15 @@ reaches the process's standard streams: the handler turns every exception into a
 writes to a rotated file in the site's directory (:func:`log_to`).
 
 The service's memory is bounded whoever connects: at most ``MAX_BODIES`` request bodies
-are read and held at a time (the site answers one request at a time, so a body read
-early would only wait in memory: ``n`` parallel bodies of the largest size would
-otherwise hold ``n`` times it).  A body must arrive at ``MIN_BYTES_PER_SECOND`` after a
-``BODY_GRACE`` of seconds, or its connection is closed (HTTP 408), so a slow sender holds
-a body slot only so long.  Connections are not capped (a thread each, as in the
-standard library): a deployment facing the open network bounds them in front of the
-service (a firewall or reverse proxy), as it would for any service.
+are read and held at a time, and as many requests are answered at once: each on its own
+request thread, the site scoring them in parallel and charging and recording them in one
+order (:class:`~raytune_fed.federation.Party`); a body read beyond them would only wait in
+memory (``n`` parallel bodies of the largest size would otherwise hold ``n`` times it).
+A body must arrive at ``MIN_BYTES_PER_SECOND`` after a ``BODY_GRACE`` of seconds, or its
+connection is closed (HTTP 408), so a slow sender holds a body slot only so long.
+Connections are not capped (a thread each, as in the standard library): a deployment
+facing the open network bounds them in front of the service (a firewall or reverse
+proxy), as it would for any service.
 
 Nobody without a token can rotate the log away: what the HTTP layer logs before a request is
 authenticated (malformed request lines, failed TLS handshakes, connections dropped while
@@ -30,8 +32,8 @@ such connections add ``O(log N)`` short lines and the party's own entries stay i
 Why the standard library's ``http.server`` and not Ray Serve: the boundary's whole point
 is that the site shares no runtime with the analyst, and a plain process with one
 request handler has nothing to configure and nothing that deserialises Python objects;
-its throughput (one request at a time per site, see ``experiments/bench_sites.py``) is
-far above what scoring models allows.
+its throughput (``MAX_BODIES`` requests at a time per site, see ``experiments/bench_sites.py``)
+is far above what scoring models allows.
 """
 
 from __future__ import annotations
@@ -52,8 +54,8 @@ from typing import Any, cast
 
 from raytune_fed._checks import check_int
 from raytune_fed.errors import ConfigError
-from raytune_fed.federation._party import DEFAULT_ANALYST
-from raytune_fed.federation._transports import CONTENT_TYPE
+from raytune_fed.federation import DEFAULT_ANALYST
+from raytune_fed.serve._http import CONTENT_TYPE
 
 log = logging.getLogger("raytune_fed.federation")
 LOG_BYTES = 1 << 20

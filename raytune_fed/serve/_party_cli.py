@@ -16,7 +16,7 @@ import argparse
 import os
 from typing import Any
 
-from raytune_fed.federation._serve_cli import add_listen_arguments, check_listen_arguments, serve_until_stopped
+from raytune_fed.serve._serve_cli import add_listen_arguments, check_listen_arguments, serve_until_stopped
 
 MAX_SESSIONS = 10 ** 9
 
@@ -25,7 +25,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     party = subparsers.add_parser("party", help="run a vertical-learning party",
                                   description="Run a SecureBoost passive party under its owner's control.")
     sub = party.add_subparsers(dest="party_command", required=True, metavar="PARTY_COMMAND")
-    from raytune_fed.federation._init_cli import add_party_init
+    from raytune_fed.serve._init_cli import add_party_init
 
     add_party_init(sub)
     s = sub.add_parser("serve", help="serve a passive party over HTTP(S) with a bearer token",
@@ -88,8 +88,8 @@ def load_party_features(path: str, columns: str | None) -> Any:
 
 def run(args: argparse.Namespace) -> None:
     from raytune_fed._checks import MAX_SEED, check_float, check_int, check_new_file
-    from raytune_fed.federation._transports import read_token
     from raytune_fed.federation.parties import PassiveParty
+    from raytune_fed.serve._clients import read_token
 
     if args.max_sessions is not None:
         check_int("--max-sessions", args.max_sessions, 1, MAX_SESSIONS)
