@@ -99,6 +99,9 @@ def test_ctrl_c_then_the_same_command_in_another_process_gives_the_rows_of_an_un
     finished = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     assert finished.returncode == 0, finished.stderr
     assert "cmosb: restoring the interrupted Tune run" in finished.stderr
+    # the display counts the trials the interrupted run finished as done: its last step is the last of 48
+    steps = [line for line in finished.stderr.splitlines() if line.startswith("[")]
+    assert steps[-1].startswith("[48/48] "), finished.stderr
 
     assert main([*options, "--out", str(tmp_path / "uninterrupted")]) == 0
     capsys.readouterr()

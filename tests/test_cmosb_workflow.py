@@ -71,6 +71,8 @@ def test_bad_points_name_the_parameter_and_value(change, message):
     ({"baselines": ("es", "random")}, ConfigError, r"unknown baselines \['random'\]"),
     ({"max_cost": -1.0}, ConfigError, r"max_cost must be a finite number of seconds > 0, got -1.0"),
     ({"max_leakage": 1.5}, ConfigError, r"max_leakage must be in \(0, 1\], got 1.5"),
+    ({"op_times": None}, ConfigError, r"op_times must be one of \['reference', 'calibrate'\] .*got None"),
+    ({"op_times": "fast"}, ConfigError, r"op_times must be one of .*got 'fast'"),
 ])
 def test_bad_settings_raise_one_line_errors(kwargs, error, message):
     with pytest.raises(error, match=message):

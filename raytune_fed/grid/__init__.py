@@ -12,7 +12,7 @@ cores were from each cell's :class:`Usage`.
 """
 
 from raytune_fed.grid._cell import MAX_CELLS, Cell, CellError, CellResult, Demand, Outcome, Usage, check_grid_size
-from raytune_fed.grid._engine import GridIncompleteError, GridPlan, GridResult, plan_cells, run_cells
+from raytune_fed.grid._engine import GridIncompleteError, GridPlan, GridResult, GridSnapshot, plan_cells, run_cells
 from raytune_fed.grid._executors import Executor, InProcessExecutor, Unplaceable
 from raytune_fed.grid._grants import Running, share_cores, utilisation
 from raytune_fed.grid._placement import Slots, alive_totals, capacity, requirement, why_unplaceable
@@ -21,7 +21,8 @@ from raytune_fed.grid._ray import MAX_RETRIES, RayExecutor, check_retry_options,
 
 __all__ = [
     "MAX_CELLS", "MAX_RETRIES", "Cell", "CellError", "CellResult", "Demand", "Executor", "GridIncompleteError",
-    "GridPlan", "GridResult", "InProcessExecutor", "Outcome", "Progress", "ProgressBar", "ProgressLines",
+    "GridPlan", "GridResult", "GridSnapshot", "InProcessExecutor", "Outcome", "Progress", "ProgressBar",
+    "ProgressLines",
     "RayExecutor", "Running", "Slots", "Unplaceable", "Usage", "alive_totals", "capacity", "check_grid_size",
     "check_retry_options", "make_progress", "plan_cells", "progress_to", "requirement", "run_cells", "share_cores",
     "utilisation", "wait_for_declared", "why_unplaceable",

@@ -13,17 +13,25 @@
    raises :class:`GridIncompleteError` naming what is missing and what to do, after
    running everything it could.  An interrupt (Ctrl-C, or SIGTERM turned into one) stops
    the executor and leaves the store as it is: the same call resumes.
+4. While the grid runs, ``on_partial`` (if given) is handed a :class:`GridSnapshot` of the
+   cells stored so far: after a cell is stored, at most every ``partial_every`` seconds
+   (and no sooner than ten times the last call took; ``partial_every=0``: after every
+   cell but the one that completes the grid), and once more when the grid
+   stops incomplete (failures, damaged files, an interrupt).  A grid that completes gets no
+   final snapshot: its caller writes the complete results.  A workflow passes
+   ``raytune_fed.workflows._results.PartialResults``, which keeps ``OUT/results.partial.parquet``.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic
 
 import pandas as pd
 
+from raytune_fed._checks import check_float
 from raytune_fed.errors import ConfigError, RaytuneFedError, StoreError
 from raytune_fed.grid._cell import CellError, Outcome, Usage, check_grid_size
 from raytune_fed.grid._executors import C, Executor, InProcessExecutor, RunCell
@@ -65,9 +73,76 @@ class GridResult:
 
     def frame(self) -> pd.DataFrame:
         """One row per stored row: the row's values, then its timings, then ``cell_key``."""
-        rows = [{**row, **timing, "cell_key": rec.key}
-                for rec in self.records for row, timing in zip(rec.rows, rec.timing)]
-        return pd.DataFrame(rows)
+        return records_frame(self.records)
+
+
+def records_frame(records: Sequence[Record]) -> pd.DataFrame:
+    """One row per stored row of ``records``: the row's values, then its timings, then ``cell_key``."""
+    rows = [{**row, **timing, "cell_key": rec.key} for rec in records for row, timing in zip(rec.rows, rec.timing)]
+    return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class GridSnapshot:
+    """The part of a grid stored so far: what ``run_cells`` hands its ``on_partial`` hook.
+
+    ``records`` are the stored cells' records in the cells' order (resumed ones included),
+    ``missing`` the labels of the cells not stored (in the cells' order), ``n_cells`` the
+    grid's size and ``name`` the grid's (``"rfms"``, ``"pu"``).  :meth:`frame` has the rows
+    the complete grid's :meth:`GridResult.frame` would hold for these cells.
+    """
+
+    name: str
+    records: tuple[Record, ...]
+    missing: tuple[str, ...]
+    n_cells: int
+
+    @property
+    def n_done(self) -> int:
+        return len(self.records)
+
+    def frame(self) -> pd.DataFrame:
+        return records_frame(self.records)
+
+
+class _Snapshots:
+    """Hands ``on_partial`` a snapshot of the stored cells, throttled (see the module notes, point 4).
+
+    The records of cells stored before this call are read from the store at the first snapshot and
+    kept; each newly stored cell is read once.  A hook that fails (e.g. a full disk) is told once on
+    the progress display and does not stop the grid: the unit files are what resume reads."""
+
+    def __init__(self, cells: Sequence[C], store: ResultStore, name: str, hook: Callable[[GridSnapshot], None],
+                 every: float, note: Callable[[str], None], done: set[str]) -> None:
+        self.cells, self.store, self.name, self.hook, self.every, self.note = cells, store, name, hook, every, note
+        self.done = set(done)
+        self.records: dict[str, Record] = {}
+        self.next_at = 0.0
+        self.failed = False
+
+    def stored(self, key: str) -> None:
+        self.done.add(key)
+        if len(self.done) < len(self.cells) and time.monotonic() >= self.next_at:  # complete: the caller writes
+            self.write()
+
+    def write(self) -> None:
+        started = time.monotonic()
+        try:
+            records = []
+            for cell in self.cells:
+                if cell.key in self.done:
+                    if cell.key not in self.records:
+                        self.records[cell.key] = self.store.load(cell.key)
+                    records.append(self.records[cell.key])
+            missing = tuple(cell.label for cell in self.cells if cell.key not in self.done)
+            self.hook(GridSnapshot(self.name, tuple(records), missing, len(self.cells)))
+        except (RaytuneFedError, OSError) as exc:
+            if not self.failed:
+                self.note(f"{self.name}: the partial results could not be written ({exc}); the finished cells are "
+                          f"stored all the same")
+            self.failed = True
+        took = time.monotonic() - started  # partial_every=0: after every cell, however long a write takes
+        self.next_at = time.monotonic() + (max(self.every, 10.0 * took) if self.every > 0 else 0.0)
 
 
 @dataclass(frozen=True)
@@ -110,18 +185,25 @@ def plan_cells(cells: Sequence[C], store: ResultStore, *, recompute_damaged: boo
 
 def run_cells(cells: Sequence[C], run_cell: RunCell[C], store: ResultStore,
               executor: Executor | None = None, *, recompute_damaged: bool = False, progress: Progress | None = None,
-              name: str = "grid") -> GridResult:
+              name: str = "grid", on_partial: Callable[[GridSnapshot], None] | None = None,
+              partial_every: float = 10.0) -> GridResult:
     """Run every cell not yet in ``store`` with ``run_cell`` on ``executor`` (see the module notes).
 
     ``run_cell(cell)`` returns a :class:`~raytune_fed.grid.CellResult` or a list of row
     dicts; it must be a picklable top-level callable for the Ray executor.  ``executor``
-    defaults to :class:`~raytune_fed.grid.InProcessExecutor`.
+    defaults to :class:`~raytune_fed.grid.InProcessExecutor`.  ``on_partial`` receives a
+    :class:`GridSnapshot` of the stored cells while the grid runs (at most every
+    ``partial_every`` seconds) and when it stops incomplete.
     """
     cells = list(cells)
+    check_float("partial_every", partial_every, 0.0)
     plan = plan_cells(cells, store, recompute_damaged=recompute_damaged)
     executor = executor or InProcessExecutor()
     progress = progress or Silent()
     started = time.perf_counter()
+    snapshots = None if on_partial is None else _Snapshots(
+        cells, store, name, on_partial, partial_every, progress.note,
+        {key for key, state in plan.states.items() if state.state == "done"})
 
     damaged = list(plan.damaged)
     problems: list[tuple[str, str]] = []
@@ -145,6 +227,7 @@ def run_cells(cells: Sequence[C], run_cell: RunCell[C], store: ResultStore,
     usages: list[Usage] = []
     usage_keys: list[str] = []
     n_stored = n_done
+    complete = False
     try:
         for outcome in outcomes:
             if outcome.usage is not None:
@@ -161,10 +244,15 @@ def run_cells(cells: Sequence[C], run_cell: RunCell[C], store: ResultStore,
             progress.advance(outcome)
             if outcome.error is not None:
                 problems.append((outcome.cell.label, str(outcome.error)))
+            elif snapshots is not None:
+                snapshots.stored(outcome.cell.key)
+        complete = not problems and n_stored == len(cells)
     finally:
         close = getattr(outcomes, "close", None)
         if close is not None:
             close()  # stops what still runs (after an interrupt)
+        if snapshots is not None and not complete:
+            snapshots.write()  # what stopped incomplete is readable as it stands
         progress.close()
     if problems:
         raise GridIncompleteError(_incomplete_message(name, len(cells), problems, store, damaged, recompute_damaged),

@@ -1,4 +1,9 @@
-"""A report page as data, and its two renderings (self-contained HTML, Markdown with PNG files)."""
+"""A report page as data, and its two renderings (self-contained HTML, Markdown with PNG files).
+
+A page of a grid that is still running or stopped incomplete is marked (:meth:`Page.mark_partial`):
+both renderings open with the banner "partial: N of M cells; missing: ..." and the title says
+"(partial)", so a page of some cells is never taken for the whole run's.
+"""
 
 from __future__ import annotations
 
@@ -34,7 +39,18 @@ figure{margin:1em 0}
 figure img{max-width:100%;height:auto;border:1px solid #e1e6ee}
 figcaption,.note{color:#555;font-size:.9em}
 pre{background:#f3f5f8;border:1px solid #dde3ea;padding:.6em .8em;overflow-x:auto}
+.partial{background:#fff4d6;border:1px solid #e0b84c;border-left:6px solid #d49a00;padding:.6em .9em;margin:1em 0}
 """
+
+MISSING_SHOWN = 5
+"""How many missing cells a partial page names (the rest are counted)."""
+
+
+def partial_note(n_done: int, n_total: int, missing: Sequence[str], unit: str = "cells") -> str:
+    """``partial: 3 of 8 cells; missing: a, b, c, d, e and 2 more`` (the first :data:`MISSING_SHOWN` labels)."""
+    shown = ", ".join(missing[:MISSING_SHOWN]) or "-"
+    more = f" and {len(missing) - MISSING_SHOWN} more" if len(missing) > MISSING_SHOWN else ""
+    return f"partial: {n_done} of {n_total} {unit}; missing: {shown}{more}"
 
 
 @dataclass(frozen=True)
@@ -90,6 +106,18 @@ class Page:
     settings: Mapping[str, Any] = field(default_factory=dict)
     command: str | None = None
     blocks: list[tuple[str, Any]] = field(default_factory=list)
+    partial: str = ""
+
+    def mark_partial(self, n_done: int, n_total: int, missing: Sequence[str], unit: str = "cells") -> Page:
+        """Mark the page as one of an incomplete grid (see the module notes): ``n_done`` of ``n_total``
+        ``unit`` are in it, ``missing`` are the labels of the others."""
+        self.partial = (f"{partial_note(n_done, n_total, missing, unit)}. The grid is still running or stopped "
+                        f"before it finished: every table and figure covers only the {unit} stored so far.")
+        return self
+
+    @property
+    def full_title(self) -> str:
+        return f"{self.title} (partial)" if self.partial else self.title
 
     def section(self, heading: str) -> Page:
         self.blocks.append(("h2", heading))
@@ -148,8 +176,10 @@ def render_html(page: Page) -> str:
     esc = html.escape
     out = ["<!DOCTYPE html>", "<html lang=\"en\"><head><meta charset=\"utf-8\">",
            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">",
-           f"<title>{esc(page.title)}</title><style>{_CSS}</style></head><body>",
-           f"<h1>{esc(page.title)}</h1>"]
+           f"<title>{esc(page.full_title)}</title><style>{_CSS}</style></head><body>",
+           f"<h1>{esc(page.full_title)}</h1>"]
+    if page.partial:
+        out.append(f"<div class=\"partial\" id=\"partial\">{esc(page.partial)}</div>")
     if page.intro:
         out.append(f"<p class=\"lead\">{esc(page.intro)}</p>")
 
@@ -188,7 +218,9 @@ def render_markdown(page: Page) -> str:
         text = "\n".join([line(t.header), "|" + "---|" * len(t.header), *map(line, t.rows)])
         return text + (f"\n\n{t.caption}" if t.caption else "")
 
-    out = [f"# {page.title}"]
+    out = [f"# {page.full_title}"]
+    if page.partial:
+        out.append(f"> **{page.partial}**")
     if page.intro:
         out.append(page.intro)
     for kind, block in page.blocks:

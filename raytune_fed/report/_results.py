@@ -23,11 +23,20 @@ import pandas as pd
 
 @dataclass(frozen=True, eq=False)
 class Results:
-    """One run's results: ``trials`` (flat, scalar columns) and ``tables`` (nested data, long form)."""
+    """One run's results: ``trials`` (flat, scalar columns) and ``tables`` (nested data, long form).
+
+    ``complete`` is False for a grid still running or stopped incomplete (read from its partial
+    results file): then ``n_done`` of ``n_total`` cells are in the tables and ``missing`` holds
+    the labels of the others; for a finished run ``missing`` is empty and the counts are None.
+    """
 
     workflow: str
     trials: pd.DataFrame
     tables: Mapping[str, pd.DataFrame] = field(default_factory=dict)
+    complete: bool = True
+    missing: tuple[str, ...] = ()
+    n_done: int | None = None
+    n_total: int | None = None
 
     def __getitem__(self, name: str) -> pd.DataFrame:
         """``results["trials"]`` or one of ``results.tables`` by name."""

@@ -8,7 +8,7 @@ figure functions return matplotlib figures; the page writes them.  Pure pandas/m
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ import pandas as pd
 
 from raytune_fed.errors import ConfigError
 from raytune_fed.metrics import pareto_mask
+from raytune_fed.workflows._results import read_results
 from raytune_fed.workflows.cmosb._objectives import OBJECTIVES
 from raytune_fed.workflows.cmosb._summary import COLOURS, LABELS, feasible, normalise, summarize
 
@@ -135,11 +136,9 @@ def write_report(out: str | Path, frame: pd.DataFrame | None = None, constraints
     from raytune_fed.report import Page, write_page
 
     out = Path(out)
+    partial = None
     if frame is None:
-        path = out / "results.parquet"
-        if not path.is_file():
-            raise ConfigError(f"no results.parquet in {out} (run `raytune-fed cmosb --out {out}` first)")
-        frame = pd.read_parquet(path)
+        frame, partial = read_results(out, f"run `raytune-fed cmosb --out {out}` first")
     missing = [c for c in _REQUIRED if c not in frame.columns]
     if missing:
         raise ConfigError(f"{out}/results.parquet is not a CMOSB run's results: columns {missing} are missing")
@@ -151,6 +150,8 @@ def write_report(out: str | Path, frame: pd.DataFrame | None = None, constraints
                 intro=f"{len(frame)} evaluated configurations on {', '.join(summary['datasets'])}. Hypervolume on "
                       f"the three objectives normalised per dataset (Table IV), reference point "
                       f"{tuple(summary['reference'])}; higher is better. Constraints: {bounds}.")
+    if partial is not None:
+        page.mark_partial(partial.n_done, partial.n_total, partial.missing, partial.unit)
     for dataset, d in summary["datasets"].items():
         page.section(f"Table IV: {dataset}").table(
             ["method", "hypervolume", "evaluated", "feasible", "on the front"],
@@ -164,13 +165,44 @@ def write_report(out: str | Path, frame: pd.DataFrame | None = None, constraints
     return write_page(out, page)
 
 
+def keep_partial(out: str | Path, dataset: str, run_names: Sequence[str]) -> None:
+    """Keep ``out/results.partial.parquet`` of a CMOSB run that is not complete: the rows of the methods' Tune
+    runs finished so far (``out/runs/<name>.parquet``, in the order of ``run_names``, as ``results.parquet``
+    would hold them) and the names of the others, counted in ``runs`` (see
+    :mod:`raytune_fed.workflows._results`).  With every run finished it does nothing (``write_outputs``
+    writes the complete results); with none there is no partial file.  It is called while the run goes
+    on and when it stops, so a failure to write is left for the run's own files to report."""
+    from raytune_fed.errors import RaytuneFedError
+    from raytune_fed.workflows._results import Partial, remove_partial, write_partial
+
+    out = Path(out)
+    done = [name for name in run_names if (out / "runs" / f"{name}.parquet").is_file()]
+    if len(done) == len(run_names):
+        return
+    try:
+        if not done:
+            remove_partial(out)
+            return
+        frame = pd.concat([pd.read_parquet(out / "runs" / f"{name}.parquet") for name in done], ignore_index=True)
+        frame.insert(0, "dataset", dataset)
+        write_partial(out, frame, Partial("cmosb", len(done), len(run_names),
+                                          tuple(n for n in run_names if n not in done), unit="runs"))
+    except (OSError, ValueError, RaytuneFedError):  # a full disk, a runs file cut short: never hide the run's error
+        return
+
+
 def write_outputs(frame: pd.DataFrame, out: str | Path,
                   constraints: Mapping[str, tuple[str, float]] | None = None, *,
                   command: str | None = None) -> dict[str, Any]:
-    """``results.parquet``, ``summary.json`` and the report page (``index.html``, ``index.md``, PNGs)."""
+    """``results.parquet``, ``summary.json`` and the report page (``index.html``, ``index.md``, PNGs); the
+    run's ``results.partial.parquet`` (:func:`keep_partial`) is removed."""
+    from raytune_fed.store import write_atomic
+    from raytune_fed.workflows._results import remove_partial
+
     out = Path(out)
     summary = summarize(frame, constraints)
-    frame.to_parquet(out / "results.parquet")
+    write_atomic(out / "results.parquet", lambda p: frame.to_parquet(p))  # whole or not at all
+    remove_partial(out)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     write_report(out, frame, constraints or {}, summary=summary, command=command)
     return summary

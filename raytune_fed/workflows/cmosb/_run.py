@@ -114,7 +114,7 @@ class CMOSBSettings:
             if isinstance(self.op_times, str):
                 raise ConfigError(f"op_times must be one of {list(OP_TIMES_SOURCES)} or seconds per operation, "
                                   f"got {self.op_times!r}")
-            check_op_times(self.op_times)
+            self._given_op_times()  # None (the model's "calibrate") is spelled "calibrate" here
         return self
 
     def resolve_op_times(self) -> dict[str, Any]:
@@ -182,12 +182,18 @@ class _Progress(Callback):
     def __init__(self, name: str, expected: int, progress: Any) -> None:
         self.name, self.expected, self.progress = name, expected, progress
         self.n = 0
+        self.counted = False
 
     def __getstate__(self) -> dict[str, Any]:  # Tune saves its callbacks with the experiment: not the display
-        return {**self.__dict__, "progress": None}
+        return {**self.__dict__, "progress": None, "counted": False}
 
     def _display(self) -> Any:
         return self.progress or (_DISPLAY[-1] if _DISPLAY else None)
+
+    def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
+        if not self.counted:  # on a restored run, the trials it finished before count as done
+            self.counted = True
+            self.n = sum(t.status == "TERMINATED" for t in trials)
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self.n += 1
@@ -198,6 +204,18 @@ class _Progress(Callback):
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         if self._display() is not None:
             self._display().step(f"{self.name}: trial {trial.trial_id}", error="the trial raised")
+
+
+def _finished_before(path: Path) -> int:
+    """How many trials the interrupted Tune run at ``path`` finished before it stopped (0 when there is none):
+    a restored run does not run them again, so the display counts them as done from the start."""
+    if not tune.Tuner.can_restore(str(path)):
+        return 0
+    try:
+        trials = tune.ExperimentAnalysis(str(path)).trials
+    except Exception:  # an unreadable state: Tuner.restore reports it
+        return 0
+    return sum(trial.status == "TERMINATED" for trial in trials)
 
 
 def _expected(run: Run) -> int:
@@ -336,6 +354,7 @@ def run_cmosb(settings: CMOSBSettings, out: str | Path, *, address: str | None =
     shows each finished trial of every method as one step."""
     from raytune_fed.grid import make_progress
     from raytune_fed.runtime import check_address, check_num_cpus, connect, probe_address
+    from raytune_fed.workflows.cmosb._report import keep_partial
     from raytune_fed.workflows.cmosb._tasks import load_task
     from raytune_fed.workflows.cmosb._trial import start_parties, trainable
 
@@ -366,8 +385,9 @@ def run_cmosb(settings: CMOSBSettings, out: str | Path, *, address: str | None =
         connect(address, num_cpus)
         parties = start_parties(task, he=settings.he, op_times=op_times, seed=settings.seed,
                                 max_concurrency=max(settings.population, 4), n_sample=settings.n_sample)
-    n_done = sum(_expected(r) for r in runs if r not in todo)
-    n_todo = sum(_expected(r) for r in todo)
+    restored = {run.name: _finished_before((out / "tune" / run.name).resolve()) for run in todo}
+    n_done = sum(_expected(r) for r in runs if r not in todo) + sum(restored.values())
+    n_todo = sum(_expected(r) for r in todo) - sum(restored.values())
     progress = progress or make_progress()
     progress.start("cmosb", n_done + n_todo, n_done, float(n_todo), unit="trials")
     _DISPLAY.append(progress)
@@ -380,8 +400,10 @@ def run_cmosb(settings: CMOSBSettings, out: str | Path, *, address: str | None =
                 progress.note(f"{run.name}: starting ({_expected(run)} trials)")
                 frame = run_method(run, fn, (out / "tune").resolve(), progress)
                 frame.to_parquet(done_dir / f"{run.name}.parquet")
+                keep_partial(out, settings.dataset, [r.name for r in runs])  # results.partial.parquet
                 frames.append(frame)
     finally:
+        keep_partial(out, settings.dataset, [r.name for r in runs])  # what stopped incomplete stays readable
         _DISPLAY.remove(progress)
         progress.close()
         if parties is not None:  # the trials hold the handles through Tune's object store: end the actors here

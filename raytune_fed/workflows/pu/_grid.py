@@ -7,7 +7,8 @@ out), so every method of a replication sees the same split and the same prior es
 the in-process benchmark (``experiments/bench_pu.py``) derives the same streams.  One cell
 is one Ray task holding one CPU; the split is rebuilt from the registry in the task (a
 few milliseconds), so nothing large is shipped.  Storing, resuming, retrying and progress
-are the grid engine's; results are written only when every cell is done.
+are the grid engine's; results are written only when every cell is done (until then the
+grid keeps ``results.partial.parquet`` of the cells stored so far).
 
 Everything is checked before Ray starts: names, c, budgets, and for every dataset and c
 the split itself (a class, a labelled positive to train on and one to validate with)
@@ -33,6 +34,7 @@ from raytune_fed.errors import ConfigError
 from raytune_fed.grid import Cell, CellResult, Progress, RayExecutor, check_grid_size, plan_cells, run_cells
 from raytune_fed.metrics.pu import EVALUATORS
 from raytune_fed.store import ResultStore, write_atomic
+from raytune_fed.workflows._results import PartialResults, remove_partial
 from raytune_fed.workflows.pu._methods import PRIOR_SOURCES, check_methods, run_method
 from raytune_fed.workflows.pu._ode import (
     CV_MAX_NORMALISER_SE,
@@ -305,6 +307,10 @@ def run_grid(settings: PUGridSettings, *, out: str | Path, address: str | None =
              max_retries: int = 2, executor: Any = None) -> pd.DataFrame:
     """Run (or resume) a PU grid; writes ``results.parquet`` and ``summary.json`` under ``out``.
 
+    While it runs, and when it stops incomplete, ``out/results.partial.parquet`` holds the rows
+    of the cells stored so far (see :mod:`raytune_fed.workflows._results`); it is removed once
+    ``results.parquet`` is written.
+
     ``executor`` defaults to :class:`~raytune_fed.grid.RayExecutor` on the session
     :func:`raytune_fed.runtime.connect` gives (started only when a cell is missing).
     """
@@ -322,7 +328,7 @@ def run_grid(settings: PUGridSettings, *, out: str | Path, address: str | None =
     if isinstance(executor, RayExecutor) and plan_cells(cells, store, recompute_damaged=recompute_damaged).todo:
         connect(address, num_cpus)
     result = run_cells(cells, run_cell, store, executor, recompute_damaged=recompute_damaged, progress=progress,
-                       name="pu")
+                       name="pu", on_partial=PartialResults(out))
     frame = result.frame()
     out = Path(out)
     write_atomic(out / "results.parquet", lambda p: frame.to_parquet(p, index=False))
@@ -330,4 +336,5 @@ def run_grid(settings: PUGridSettings, *, out: str | Path, address: str | None =
     summary = {"settings": asdict(settings), **summary, "timings": {"grid_seconds": result.seconds,
                                                                      **summary["timings"]}}
     write_atomic(out / "summary.json", lambda p: Path(p).write_text(json.dumps(summary, indent=2, default=str)))
+    remove_partial(out)  # results.parquet is complete: the partial file has done its work
     return frame

@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from raytune_fed.errors import ConfigError
+from raytune_fed.workflows._results import read_results
 from raytune_fed.workflows.pu._summary import summarize
 
 _REQUIRED = ("dataset", "c", "method", "variant", "test_auc", "seconds")
@@ -103,15 +104,17 @@ def _settings(frame: pd.DataFrame, out_dir: Path) -> dict[str, Any]:
 
 
 def write_report(out_dir: str | Path, frame: pd.DataFrame | None = None, *, command: str | None = None) -> Path:
-    """Write the page and figures of a PU grid under ``out_dir``; return the ``index.html`` path."""
+    """Write the page and figures of a PU grid under ``out_dir``; return the ``index.html`` path.
+
+    Without ``frame`` the rows come from ``results.parquet``, or from the grid's
+    ``results.partial.parquet`` while it runs or after it stopped incomplete: the page then says
+    how many cells it holds and which are missing."""
     from raytune_fed.report import Page, write_page
 
     out_dir = Path(out_dir)
-    if frame is None:
-        path = out_dir / "results.parquet"
-        if not path.is_file():
-            raise ConfigError(f"no results.parquet in {out_dir} (run the grid first)")
-        frame = pd.read_parquet(path)
+    partial = None
+    if frame is None:  # results.parquet, or while the grid runs (or stopped incomplete) its partial file
+        frame, partial = read_results(out_dir, "run the grid first")
     missing = [c for c in _REQUIRED if c not in frame.columns]
     if missing:
         raise ConfigError(f"{out_dir}/results.parquet is not a PU grid's results: columns {missing} are missing")
@@ -128,6 +131,8 @@ def write_report(out_dir: str | Path, frame: pd.DataFrame | None = None, *, comm
                       f"{', '.join(f'{c:g}' for c in sorted(frame['c'].unique()))}; "
                       f"{frame.groupby(['dataset', 'c', 'variant']).size().max()} replication(s). Test AUC in "
                       "percent, mean ± sd over replications.")
+    if partial is not None:
+        page.mark_partial(partial.n_done, partial.n_total, partial.missing, partial.unit)
     if main is not None:
         page.text(f"Main ODE variant: {_variant_name(main)} (evaluator {main['evaluator']}, schedule "
                   f"{main['schedule']}, control variate {'on' if main['control_variate'] else 'off'}).")

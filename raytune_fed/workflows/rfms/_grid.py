@@ -36,6 +36,7 @@ from raytune_fed.grid import (
 )
 from raytune_fed.runtime import check_address, check_num_cpus
 from raytune_fed.store import ResultStore, write_atomic
+from raytune_fed.workflows._results import PartialResults, remove_partial
 from raytune_fed.workflows.rfms._refusals import check_answered
 from raytune_fed.workflows.rfms._sites import SiteHandles, plan_sites, run_with_sites, start_sites
 from raytune_fed.workflows.rfms._spec import ExperimentSpec, RFMSSettings
@@ -196,6 +197,10 @@ def run_grid(settings: RFMSSettings, *, learners: Sequence[str], n_reps: int = 1
              max_retries: int = 2, sites: str | Path = "actor", long_tail: bool = True) -> pd.DataFrame:
     """Run (or resume) an RFMS grid; writes ``results.parquet`` and ``summary.json`` under ``out``.
 
+    While it runs, and when it stops incomplete, ``out/results.partial.parquet`` holds the rows
+    of the cells stored so far (see :mod:`raytune_fed.workflows._results`); it is removed once
+    ``results.parquet`` is written.
+
     Everything is checked before Ray starts: the arguments, the output directory, the
     dataset and every site.  ``sites`` is where the data sites run: ``"local"`` (in this
     process; the cells then run here one after another, without Ray), ``"actor"`` (Ray
@@ -251,7 +256,7 @@ def run_grid(settings: RFMSSettings, *, learners: Sequence[str], n_reps: int = 1
             run_cell = RunCell(started.handles)
     try:
         result = run_cells(specs, run_cell, store, executor, recompute_damaged=recompute_damaged, progress=progress,
-                           name="rfms")
+                           name="rfms", on_partial=PartialResults(out))
     finally:
         if started is not None:
             started.close()
@@ -260,6 +265,7 @@ def run_grid(settings: RFMSSettings, *, learners: Sequence[str], n_reps: int = 1
     frame.attrs["usage"] = {key: {"cpu_seconds": u.cpu_seconds, "cores": u.cores, "wall_seconds": u.end - u.start}
                             for key, u in result.usage_by_key().items()}
     write_results(frame, out)
+    remove_partial(out)  # results.parquet is complete: the partial file has done its work
     if result.usages and n_cores:
         used = frame.attrs["utilisation"] = result.utilisation(n_cores)
         write_atomic(Path(out) / "utilisation.json", lambda p: Path(p).write_text(json.dumps(used, indent=2)))

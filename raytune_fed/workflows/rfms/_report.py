@@ -18,6 +18,7 @@ import pandas as pd
 
 from raytune_fed.errors import ConfigError
 from raytune_fed.metrics import win_loss_matrix
+from raytune_fed.workflows._results import Partial, read_results, results_file
 from raytune_fed.workflows.rfms._methods import METHODS
 
 REQUIRED_COLUMNS = ("dataset", "split", "learner", "method", "experiment", "hypervolume")
@@ -42,17 +43,22 @@ _HOW_TO_READ = {  # after the paper's captions and section 5.4
 
 def build_report(out_dir: str | Path, *, frame: pd.DataFrame | None = None,
                  sites: tuple[np.ndarray, np.ndarray, tuple[str, ...]] | None = None, seed: int = 0,
-                 command: str | None = None) -> Path:
+                 command: str | None = None, partial: Partial | None = None) -> Path:
     """Write the figures, ``index.html`` and ``index.md`` of an RFMS grid; return the ``index.html`` path.
 
-    ``frame`` defaults to ``out_dir/results.parquet``.  ``sites=(X, site_of_row, site_names)``
+    ``frame`` defaults to ``out_dir/results.parquet`` (or, while the grid runs or after it stopped
+    incomplete, its ``results.partial.parquet``: the page is then marked partial, as it is when
+    ``partial`` is given).  ``sites=(X, site_of_row, site_names)``
     adds the site embedding (t-SNE up to 3000 rows, else PCA of a subsample drawn with ``seed``).
     ``command`` is the command line that made the run (kept with it; see :func:`raytune_fed.report.write_page`).
     """
     from raytune_fed.report import Page, plots, write_page
 
     out_dir = Path(out_dir)
-    frame = _check_frame(out_dir, frame)
+    where = None
+    if frame is None:
+        frame, partial, where = _read(out_dir)
+    frame = _check_frame(out_dir, frame, where)
     embedding = _embed_sites(sites, seed) if sites is not None else None
     import matplotlib
     matplotlib.use("Agg")
@@ -73,6 +79,8 @@ def build_report(out_dir: str | Path, *, frame: pd.DataFrame | None = None,
     page = Page(title, "rfms", settings=_settings_of(frame), command=command,
                 intro=f"{n_experiments} experiments (openbox x lockbox x replication x learner), {len(frame)} "
                       f"result rows. Learners: {', '.join(learners)}. Methods: {', '.join(methods)}.")
+    if partial is not None:
+        page.mark_partial(partial.n_done, partial.n_total, partial.missing, partial.unit)
     from raytune_fed.workflows.rfms._refusals import refusal_note
 
     note = refusal_note(frame)
@@ -124,7 +132,8 @@ def write_report(out_dir: str | Path, settings: Any = None, *, command: str | No
     from raytune_fed.workflows.rfms._spec import RFMSSettings
 
     out_dir = Path(out_dir)
-    frame = _check_frame(out_dir, None)
+    frame, partial, where = _read(out_dir)
+    frame = _check_frame(out_dir, frame, where)
     if settings is None and "settings" in frame.columns:
         try:
             settings = RFMSSettings.from_config(json.loads(frame["settings"].iloc[0]))
@@ -135,23 +144,18 @@ def write_report(out_dir: str | Path, settings: Any = None, *, command: str | No
     if settings is not None:
         plan = plan_sites(settings)
         sites = (plan.X, plan.site_of_row, plan.site_names)
-    return build_report(out_dir, frame=frame, sites=sites, command=command)
+    return build_report(out_dir, frame=frame, sites=sites, command=command, partial=partial)
 
 
-def _check_frame(out_dir: Path, frame: pd.DataFrame | None) -> pd.DataFrame:
-    if frame is None:
-        path = out_dir / "results.parquet"
-        if not path.is_file():
-            raise ConfigError(f"no results.parquet in {out_dir}: run an RFMS grid with this output directory first")
-        try:
-            frame = pd.read_parquet(path)
-        except Exception as exc:  # a truncated or foreign file: say which one
-            first = (str(exc).strip().splitlines() or [""])[0]
-            raise ConfigError(f"cannot read {path} (damaged or not a results file): {type(exc).__name__}: {first}; "
-                              f"rerun the grid with the same --out to write it again") from None
-        where = str(path)
-    else:
-        where = f"the results frame given for {out_dir}"
+def _read(out_dir: Path) -> tuple[pd.DataFrame, Partial | None, str]:
+    """The grid's rows (``results.parquet``, or its partial file while it runs), what a partial file says of
+    itself, and the file's path."""
+    frame, partial = read_results(out_dir, "run an RFMS grid with this output directory first")
+    return frame, partial, str(results_file(out_dir))
+
+
+def _check_frame(out_dir: Path, frame: Any, where: str | None = None) -> pd.DataFrame:
+    where = where or f"the results frame given for {out_dir}"
     if not isinstance(frame, pd.DataFrame):
         raise ConfigError(f"{where} must be a pandas DataFrame, got {type(frame).__name__}")
     if frame.empty:
