@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: setup demo test test-pure test-cluster test-faults lint chromium clean update-constraints
+.PHONY: setup demo test test-pure test-cluster test-faults lint docs chromium clean update-constraints measurements
 
 # Installs come from constraints.txt: the versions the suite passed on (README: Installs). PIP_CONSTRAINT
 # reaches the isolated build of the package too (setuptools, wheel).
@@ -32,6 +32,16 @@ test: $(STAMP) chromium
 lint: $(STAMP)
 	$(BIN)/ruff check raytune_fed tests examples
 	$(BIN)/mypy
+
+# measurements regenerates docs/measurements.md (the measurement history) from experiments/measured/*.json;
+# tests/test_experiments_layout.py fails while the committed page differs from a fresh generation.
+measurements:
+	$(PYTHON) tools/measurements.py
+
+# docs: the API reference generated from the docstrings (sources in docs/api) into docs/_build/api. Nitpicky,
+# warnings as errors: a reference to a raytune_fed name that does not exist fails the build (.ci/run runs it).
+docs: $(STAMP)
+	$(BIN)/sphinx-build -E -W --keep-going -n -q -b html docs/api docs/_build/api
 
 test-pure: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not ray and not process"
@@ -76,4 +86,4 @@ update-constraints:
 
 # clean removes build debris and caches; it never touches results/ (grid outputs).
 clean:
-	rm -rf .pytest_cache build *.egg-info
+	rm -rf .pytest_cache build *.egg-info docs/_build

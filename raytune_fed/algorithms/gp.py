@@ -57,6 +57,8 @@ _INV_SQRT2PI = 1.0 / math.sqrt(2.0 * math.pi)
 class GPSettings:
     """How a GP-based core fits its surrogate and maximises expected improvement.
 
+    Attributes
+    ----------
     noise : fit a bounded white-noise level (``True``) or use a fixed tiny nugget.
     xi : exploration margin of expected improvement, in objective units (>= 0).
     n_restarts : extra random starts of the hyperparameter fit (beyond the default start),

@@ -23,7 +23,7 @@ _KINDS = {"Float": Float, "Int": Int, "Categorical": Categorical}
 
 @dataclass(frozen=True)
 class SearchSpace:
-    """An ordered tuple of parameters; configurations are plain ``dict``s keyed by name."""
+    """An ordered tuple of parameters; configurations are plain dicts keyed by name."""
 
     params: tuple[Param, ...]
 

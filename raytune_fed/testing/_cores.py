@@ -31,6 +31,8 @@ from raytune_fed.testing._util import ContractError, expect, expect_config_error
 class CoreCase:
     """A core under test.
 
+    Attributes
+    ----------
     name : shown in test ids.
     make : ``seed -> SearchCore`` (a fresh core; module-level function).
     evaluate : ``config -> objective row`` (minimised; module-level function).
