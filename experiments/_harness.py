@@ -17,7 +17,10 @@ Schema ``raytune_fed.benchmark/1`` (one JSON object):
   workers (raylet does not reap them for us), and ``cpu_source`` says so;
 - ``load_average``: the one-minute load sampled every 5 s during the run (mean, max, n);
 - ``figures``: the benchmark's own numbers; ``completed`` is false when the run was stopped
-  by an exception (the record is still written, so a partial run is never mistaken for one).
+  by an exception (the record is still written, so a partial run is never mistaken for one);
+- ``headline``: a few named numbers out of ``figures`` (a flat mapping of name to number or
+  short text), the ones ``docs/measurements.md`` shows for the run; empty when the benchmark
+  names none.
 """
 
 from __future__ import annotations
@@ -179,12 +182,20 @@ def machine() -> dict:
 class Benchmark:
     """Measure a benchmark run and write its record to ``out`` (see the module notes)."""
 
-    def __init__(self, name: str, out: str | Path, argv: list[str] | None = None):
-        self.name, self.out = name, Path(out)
+    def __init__(self, name: str, out: str | Path | None, argv: list[str] | None = None):
+        self.name, self.out = name, None if out is None else Path(out)
         script = Path(sys.argv[0]).resolve()
         shown = script.relative_to(ROOT) if script.is_relative_to(ROOT) else script.name
         self.command = " ".join(["python", str(shown), *(sys.argv[1:] if argv is None else argv)])
         self.figures: dict[str, Any] = {}
+        self.headline: dict[str, Any] = {}
+        self._also: list[tuple[Path, str, dict[str, Any], dict[str, Any]]] = []
+
+    def also_write(self, out: str | Path, name: str, figures: dict[str, Any],
+                   headline: dict[str, Any] | None = None) -> None:
+        """Write one more record on leaving: this run's measurement with ``figures`` under the name ``name`` (a
+        benchmark whose one run yields several results, one file each; ``out`` None above writes only these)."""
+        self._also.append((Path(out), name, figures, headline or {}))
 
     def __enter__(self) -> Benchmark:
         self._back = _own_cgroup_procs()
@@ -219,11 +230,22 @@ class Benchmark:
         record = {"schema": SCHEMA, "benchmark": self.name, "command": self.command, "revision": head,
                   "dirty": dirty, "machine": machine(), "started_utc": self._started_utc,
                   "wall_seconds": round(wall, 2), "cpu_seconds": round(cpu, 2), "cpu_source": source,
-                  "load_average": self._load.summary(), "completed": exc_type is None, "figures": self.figures}
-        self.out.parent.mkdir(parents=True, exist_ok=True)
-        partial = self.out.with_name(self.out.name + ".partial")
-        partial.write_text(json.dumps(record, indent=1, default=_plain) + "\n")
-        partial.replace(self.out)
+                  "load_average": self._load.summary(), "completed": exc_type is None, "figures": self.figures,
+                  "headline": self.headline}
+        outputs = [] if self.out is None else [(self.out, record)]
+        outputs += [(out, {**record, "benchmark": name, "figures": figures, "headline": headline})
+                    for out, name, figures, headline in self._also]
+        for out, body in outputs:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            partial = out.with_name(out.name + ".partial")
+            partial.write_text(json.dumps(body, indent=1, default=_plain) + "\n")
+            partial.replace(out)
+
+
+def figures_of(record: dict[str, Any]) -> dict[str, Any]:
+    """A benchmark's own numbers from what it wrote: the harness record's ``figures``, or a file written before the
+    harness (its numbers at the top level)."""
+    return record["figures"] if record.get("schema") == SCHEMA else record
 
 
 def _plain(value: Any) -> Any:

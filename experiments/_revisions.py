@@ -5,7 +5,8 @@ script (normally the calling benchmark itself, so old and new code are measured 
 way) on that worktree's package and returns the JSON the script wrote.  The package is
 found through ``PYTHONPATH`` (inherited by Ray's worker processes too), and the bootstrap
 drops this checkout's editable-install finder from the driver, so nothing of the new code
-is imported by mistake.
+is imported by mistake; the script's own folder comes last on the path, so its ``_harness``
+(not package code) is the one of this checkout.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 _HERE = Path(__file__).resolve().parent
-_BOOTSTRAP = ("import runpy, sys; sys.meta_path[:] = [f for f in sys.meta_path "
+_BOOTSTRAP = ("import os, runpy, sys; sys.meta_path[:] = [f for f in sys.meta_path "
               "if not type(f).__module__.startswith('__editable__')]; "
-              "sys.path.insert(0, sys.argv.pop(1)); sys.argv.pop(0); runpy.run_path(sys.argv[0], run_name='__main__')")
+              "sys.path.insert(0, sys.argv.pop(1)); sys.argv.pop(0); "
+              "sys.path.append(os.path.dirname(sys.argv[0])); runpy.run_path(sys.argv[0], run_name='__main__')")
 
 
 @contextmanager

@@ -27,33 +27,35 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the at
 from attack_kit import group_attack  # noqa: E402
 from site_targets import SCHEDULE, UNIT, X, Y, policy  # noqa: E402
 
+from _harness import Benchmark  # this folder's harness (the script's own folder is on sys.path)
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="results/bench_attacks.json")
     args = parser.parse_args()
+    with Benchmark("bench_attacks", args.out) as bench:
+        from raytune_fed.federation import Policy, Site, SiteClient
 
-    from raytune_fed.federation import Policy, Site, SiteClient
-
-    rows = []
-    majority = float(max(np.mean(Y), 1 - np.mean(Y)))
-    for k in (2, 5, 10):
-        for group in (5, 6, 7, 8, 10, 12, 16):
-            for seed in (11, 12, 13):
-                data = policy(Path(tempfile.mkdtemp()), guard={"k": k}, budget={"answers": 40})  # all 40 queries
-                data["seed"] = seed
-                client = SiteClient(Site(X, Y, Policy.from_mapping(data)))
-                client.declare_schedule(SCHEDULE)
-                cur = client.open_session(UNIT, "curator")
-                accuracy = float(np.mean(group_attack(cur, X, group) == Y))
-                kinds = [e.kind for e in cur.ledger().entries]
-                rows.append({"k": k, "group": group, "seed": seed, "accuracy": accuracy,
-                             "answered": kinds.count("query"), "refused": kinds.count("refused")})
-                print(json.dumps(rows[-1]), flush=True)
-    best = {k: max(r["accuracy"] for r in rows if r["k"] == k) for k in (2, 5, 10)}
-    out = {"majority": majority, "budget": 40, "in_bag_rows": 128, "best_accuracy_by_k": best, "runs": rows}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=2))
+        rows = []
+        majority = float(max(np.mean(Y), 1 - np.mean(Y)))
+        for k in (2, 5, 10):
+            for group in (5, 6, 7, 8, 10, 12, 16):
+                for seed in (11, 12, 13):
+                    data = policy(Path(tempfile.mkdtemp()), guard={"k": k}, budget={"answers": 40})  # all 40 queries
+                    data["seed"] = seed
+                    client = SiteClient(Site(X, Y, Policy.from_mapping(data)))
+                    client.declare_schedule(SCHEDULE)
+                    cur = client.open_session(UNIT, "curator")
+                    accuracy = float(np.mean(group_attack(cur, X, group) == Y))
+                    kinds = [e.kind for e in cur.ledger().entries]
+                    rows.append({"k": k, "group": group, "seed": seed, "accuracy": accuracy,
+                                 "answered": kinds.count("query"), "refused": kinds.count("refused")})
+                    print(json.dumps(rows[-1]), flush=True)
+        best = {k: max(r["accuracy"] for r in rows if r["k"] == k) for k in (2, 5, 10)}
+        out = {"majority": majority, "budget": 40, "in_bag_rows": 128, "best_accuracy_by_k": best, "runs": rows}
+        bench.figures.update(out)
+        bench.headline.update({"majority": majority, **{f"best_accuracy_k{k}": v for k, v in best.items()}})
     print("majority", majority, "best accuracy by k", best)
 
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import signal
 import sys
 import threading
@@ -40,9 +39,11 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # the fake cluster lives with the tests that use it
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT)]  # the fake cluster lives with the tests (it imports tests._ports)
 
 from _fake_cluster import FakeCluster, fake_node_types  # noqa: E402
+
+from _harness import Benchmark  # this folder's harness (the script's own folder is on sys.path)
 
 OUT = ROOT / "experiments" / "measured" / "bench_cluster.json"
 
@@ -67,100 +68,93 @@ def main() -> None:
     parser.add_argument("--n-iter", type=int, default=2)
     parser.add_argument("--out", default=str(OUT))
     args = parser.parse_args()
+    with Benchmark("bench_cluster", args.out) as bench:
+        from raytune_fed.data import load_dataset
 
-    from raytune_fed.data import load_dataset
+        from raytune_fed.workflows.rfms import RFMSSettings, run_grid
 
-    from raytune_fed.workflows.rfms import RFMSSettings, run_grid
+        settings = RFMSSettings(dataset="geo5_sim", methods=tuple(args.methods.split(",")), n_init=args.n_init,
+                                n_iter=args.n_iter, seed=0)
+        site_names = load_dataset("geo5_sim").site_names  # the natural split: one site per dataset site
+        cluster_yaml = yaml.safe_load((ROOT / "cluster.yaml").read_text())
+        config = fake_node_types(cluster_yaml, sites=site_names)  # cluster.yaml's site node type, once per site
+        cluster = FakeCluster(config)
+        out = cluster.root / "grid"
+        samples: list = []
+        stop = threading.Event()
+        watcher = threading.Thread(target=_monitor, args=(cluster, samples, stop), daemon=True)
+        # this process is the grid's driver: the cluster's session directory and token, before Ray is imported
+        os.environ.update({k: v for k, v in cluster.driver_env().items() if k.startswith("RAY_")})
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a stopped benchmark still stops its cluster
+        try:
+            t_start = time.time()
+            cluster.start()
+            t_head = time.time()
+            watcher.start()
+            frame = run_grid(settings, learners=["elastic_net"], n_reps=args.reps, n_pairs=args.pairs, out=out,
+                             address=cluster.address)  # what `raytune-fed rfms --address ...` runs
+            t_grid_end = time.time()
+            import ray
 
-    settings = RFMSSettings(dataset="geo5_sim", methods=tuple(args.methods.split(",")), n_init=args.n_init,
-                            n_iter=args.n_iter, seed=0)
-    site_names = load_dataset("geo5_sim").site_names  # the natural split: one site per dataset site
-    cluster_yaml = yaml.safe_load((ROOT / "cluster.yaml").read_text())
-    config = fake_node_types(cluster_yaml, sites=site_names)  # cluster.yaml's site node type, once per site
-    cluster = FakeCluster(config)
-    out = cluster.root / "grid"
-    samples: list = []
-    stop = threading.Event()
-    load_before = os.getloadavg()
-    cpu_before = os.times()
-    watcher = threading.Thread(target=_monitor, args=(cluster, samples, stop), daemon=True)
-    # this process is the grid's driver: the cluster's session directory and token, before Ray is imported
-    os.environ.update({k: v for k, v in cluster.driver_env().items() if k.startswith("RAY_")})
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a stopped benchmark still stops its cluster
-    try:
-        t_start = time.time()
-        cluster.start()
-        t_head = time.time()
-        watcher.start()
-        frame = run_grid(settings, learners=["elastic_net"], n_reps=args.reps, n_pairs=args.pairs, out=out,
-                         address=cluster.address)  # what `raytune-fed rfms --address ...` runs
-        t_grid_end = time.time()
-        import ray
+            ray.shutdown()  # the driver leaves, as the command does when it ends: what it held on the nodes is freed
+            units = [json.loads(p.read_text()) for p in sorted((out / "units").glob("*.json"))]
+            # let the idle nodes go, to time the scale-down too
+            give_up = time.time() + 900
+            while time.time() < give_up and samples[-1][1] != [config["head_node_type"]]:
+                time.sleep(1)
+            t_down = time.time()
+        finally:
+            stop.set()
+            cluster.stop()
 
-        ray.shutdown()  # the driver leaves, as the command does when it ends: what it held on the nodes is freed
-        units = [json.loads(p.read_text()) for p in sorted((out / "units").glob("*.json"))]
-        # let the idle nodes go, to time the scale-down too
-        give_up = time.time() + 900
-        while time.time() < give_up and samples[-1][1] != [config["head_node_type"]]:
-            time.sleep(1)
-        t_down = time.time()
-    finally:
-        stop.set()
-        cluster.stop()
-    cpu_after = os.times()
-    load_after = os.getloadavg()
-
-    cells = []
-    for unit in units:
-        timing = unit["timing"][0]
-        cells.append({"key": unit["key"], "openbox": unit["config"]["openbox"], "start": timing["unit_started"],
-                      "end": timing["unit_finished"]})
-    cpu_by_key = {k: v["cpu_seconds"] for k, v in frame.attrs["usage"].items()}
-    first_cell = min(c["start"] for c in cells)
-    last_end = max(c["end"] for c in cells)
-    most = max(len(types) for _, types in samples)
-    t_full = next(t for t, types in samples if len(types) == most)
-    # CPU time the live nodes declared over [t_full, last_end] (one CPU per node), from the samples
-    declared = 0.0
-    for (t0, types), (t1, _) in zip(samples, samples[1:] + [(last_end, [])]):
-        declared += len(types) * _overlap(t0, t1, t_full, last_end)
-    held = sum(_overlap(c["start"], c["end"], t_full, last_end) for c in cells)
-    busy = sum(cpu_by_key[c["key"]] * _overlap(c["start"], c["end"], t_full, last_end) / (c["end"] - c["start"])
-               for c in cells) / declared
-    timeline = []
-    for t, types in samples:
-        if not timeline or timeline[-1]["nodes"] != types:
-            timeline.append({"seconds": round(t - t_start, 1), "nodes": types})
-    result = {
-        "command": "python experiments/bench_cluster.py " + " ".join(sys.argv[1:]),
-        "grid": (f"raytune-fed rfms --dataset geo5_sim --learners elastic_net --methods {args.methods} --reps "
-                 f"{args.reps} --pairs {args.pairs} --n-init {args.n_init} --n-iter {args.n_iter} --seed 0 "
-                 f"--address <the cluster> (run in this process)"),
-        "cluster": {"node_types": {n: t["resources"] for n, t in config["available_node_types"].items()},
-                    "max_workers": {n: t.get("max_workers") for n, t in config["available_node_types"].items()},
-                    "idle_timeout_minutes": config["idle_timeout_minutes"], "site_nodes_for": list(site_names)},
-        "machine": {"cores": os.cpu_count(), "python": platform.python_version(),
-                    "load_average_before": load_before, "load_average_after": load_after},
-        "n_cells": len(cells),
-        "seconds_head_start": round(t_head - t_start, 1),
-        "seconds_to_first_cell": round(first_cell - t_start, 1),
-        "seconds_grid_start_to_first_cell": round(first_cell - t_head, 1),
-        "seconds_to_full_size": round(t_full - t_start, 1),
-        "nodes_at_full_size": most,
-        "seconds_grid": round(t_grid_end - t_head, 1),
-        "seconds_full_size_to_last_cell_end": round(last_end - t_full, 1),
-        "held_share_full": round(held / declared, 3) if declared else None,
-        "busy_share_full": round(busy, 3),
-        "seconds_last_cell_end_to_head_only": round(t_down - last_end, 1),
-        "node_timeline": timeline,
-        "cells": [{"openbox": c["openbox"], "start": round(c["start"] - t_start, 1),
-                   "end": round(c["end"] - t_start, 1), "cpu_seconds": round(cpu_by_key[c["key"]], 1)} for c in cells],
-        "cpu_seconds_cells": round(sum(cpu_by_key.values()), 1),
-        "cpu_seconds_this_process": round((cpu_after.user + cpu_after.system) - (cpu_before.user + cpu_before.system), 1),
-        "rows": int(len(frame)),
-    }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+        cells = []
+        for unit in units:
+            timing = unit["timing"][0]
+            cells.append({"key": unit["key"], "openbox": unit["config"]["openbox"], "start": timing["unit_started"],
+                          "end": timing["unit_finished"]})
+        cpu_by_key = {k: v["cpu_seconds"] for k, v in frame.attrs["usage"].items()}
+        first_cell = min(c["start"] for c in cells)
+        last_end = max(c["end"] for c in cells)
+        most = max(len(types) for _, types in samples)
+        t_full = next(t for t, types in samples if len(types) == most)
+        # CPU time the live nodes declared over [t_full, last_end] (one CPU per node), from the samples
+        declared = 0.0
+        for (t0, types), (t1, _) in zip(samples, samples[1:] + [(last_end, [])]):
+            declared += len(types) * _overlap(t0, t1, t_full, last_end)
+        held = sum(_overlap(c["start"], c["end"], t_full, last_end) for c in cells)
+        busy = sum(cpu_by_key[c["key"]] * _overlap(c["start"], c["end"], t_full, last_end) / (c["end"] - c["start"])
+                   for c in cells) / declared
+        timeline = []
+        for t, types in samples:
+            if not timeline or timeline[-1]["nodes"] != types:
+                timeline.append({"seconds": round(t - t_start, 1), "nodes": types})
+        result = {
+            "grid": (f"raytune-fed rfms --dataset geo5_sim --learners elastic_net --methods {args.methods} --reps "
+                     f"{args.reps} --pairs {args.pairs} --n-init {args.n_init} --n-iter {args.n_iter} --seed 0 "
+                     f"--address <the cluster> (run in this process)"),
+            "cluster": {"node_types": {n: t["resources"] for n, t in config["available_node_types"].items()},
+                        "max_workers": {n: t.get("max_workers") for n, t in config["available_node_types"].items()},
+                        "idle_timeout_minutes": config["idle_timeout_minutes"], "site_nodes_for": list(site_names)},
+            "n_cells": len(cells),
+            "seconds_head_start": round(t_head - t_start, 1),
+            "seconds_to_first_cell": round(first_cell - t_start, 1),
+            "seconds_grid_start_to_first_cell": round(first_cell - t_head, 1),
+            "seconds_to_full_size": round(t_full - t_start, 1),
+            "nodes_at_full_size": most,
+            "seconds_grid": round(t_grid_end - t_head, 1),
+            "seconds_full_size_to_last_cell_end": round(last_end - t_full, 1),
+            "held_share_full": round(held / declared, 3) if declared else None,
+            "busy_share_full": round(busy, 3),
+            "seconds_last_cell_end_to_head_only": round(t_down - last_end, 1),
+            "node_timeline": timeline,
+            "cells": [{"openbox": c["openbox"], "start": round(c["start"] - t_start, 1),
+                       "end": round(c["end"] - t_start, 1), "cpu_seconds": round(cpu_by_key[c["key"]], 1)}
+                      for c in cells],
+            "cpu_seconds_cells": round(sum(cpu_by_key.values()), 1),
+            "rows": int(len(frame)),
+        }
+        bench.figures.update(result)
+        bench.headline.update({k: result[k] for k in ("seconds_to_first_cell", "seconds_grid", "busy_share_full")})
     print(json.dumps({k: v for k, v in result.items() if k not in ("node_timeline", "cells")}, indent=1))
 
 

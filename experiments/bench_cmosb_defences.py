@@ -21,17 +21,16 @@ settings); JSON goes to ``results/bench_cmosb_defences.json`` unless ``--out`` s
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import statistics
 import time
-from pathlib import Path
 
 import numpy as np
 
 from raytune_fed.attacks import leaf_mutual_information
 from raytune_fed.crypto import calibrate
 from raytune_fed.workflows.cmosb import evaluate, load_task
+
+from _harness import Benchmark  # this folder's harness (the script's own folder is on sys.path)
 
 BASE = {"max_depth": 7, "learning_rate": 0.1, "subsample": 0.8, "purity_threshold": 1.0}
 N_TREES = 20
@@ -67,37 +66,38 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--out", default="results/bench_cmosb_defences.json")
     args = parser.parse_args()
-    seeds = list(range(1 if args.quick else args.seeds))
-    task = load_task("synthetic1")
-    times = calibrate()
-    rows = []
-    for name, setting in _settings(args.quick):
-        for seed in seeds:
-            t0 = time.perf_counter()
-            e = evaluate(task, {**BASE, **setting}, op_times=times, seed=seed)
-            rows.append({"setting": name, **setting, "seed": seed, **e.as_dict(), "seconds": time.perf_counter() - t0})
-            print(f"{name:>12} seed {seed}: eps_p {e.privacy_leakage:.3f}  1-AUC {e.utility_loss:.4f}  "
-                  f"cost {e.training_cost:.1f} s")
-    summary = {}
-    for name, _ in _settings(args.quick):
-        mine = [r for r in rows if r["setting"] == name]
-        summary[name] = {k: statistics.mean(r[k] for r in mine)
-                         for k in ("privacy_leakage", "utility_loss", "training_cost")}
-    undefended = summary["local_0"]
-    for name, s in summary.items():
-        s["leakage_change_vs_undefended"] = s["privacy_leakage"] / undefended["privacy_leakage"] - 1
-        s["utility_loss_change_vs_undefended"] = s["utility_loss"] - undefended["utility_loss"]
-    out = {"benchmark": "cmosb_defences", "machine": platform.machine(), "python": platform.python_version(),
-           "dataset": "synthetic1", "base": BASE, "n_trees": N_TREES, "seeds": seeds, "op_times": times.as_dict(),
-           "paper": {"undefended_leakage_up_to": 0.84, "local_10_leakage_change": -0.251,
-                     "local_10_utility_cost": 0.016},
-           "summary": summary, "runs": rows,
-           "figure3_leaf_mutual_information": _figure3(task, seeds[:2] if args.quick else seeds)}
-    for name, s in summary.items():
-        print(f"{name:>12}: eps_p {s['privacy_leakage']:.3f} ({s['leakage_change_vs_undefended']:+.1%})  "
-              f"1-AUC {s['utility_loss']:.4f} ({s['utility_loss_change_vs_undefended']:+.4f})")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=2))
+    with Benchmark("bench_cmosb_defences", args.out) as bench:
+        seeds = list(range(1 if args.quick else args.seeds))
+        task = load_task("synthetic1")
+        times = calibrate()
+        rows = []
+        for name, setting in _settings(args.quick):
+            for seed in seeds:
+                t0 = time.perf_counter()
+                e = evaluate(task, {**BASE, **setting}, op_times=times, seed=seed)
+                rows.append({"setting": name, **setting, "seed": seed, **e.as_dict(),
+                             "seconds": time.perf_counter() - t0})
+                print(f"{name:>12} seed {seed}: eps_p {e.privacy_leakage:.3f}  1-AUC {e.utility_loss:.4f}  "
+                      f"cost {e.training_cost:.1f} s")
+        summary = {}
+        for name, _ in _settings(args.quick):
+            mine = [r for r in rows if r["setting"] == name]
+            summary[name] = {k: statistics.mean(r[k] for r in mine)
+                             for k in ("privacy_leakage", "utility_loss", "training_cost")}
+        undefended = summary["local_0"]
+        for name, s in summary.items():
+            s["leakage_change_vs_undefended"] = s["privacy_leakage"] / undefended["privacy_leakage"] - 1
+            s["utility_loss_change_vs_undefended"] = s["utility_loss"] - undefended["utility_loss"]
+        out = {"dataset": "synthetic1", "base": BASE, "n_trees": N_TREES, "seeds": seeds, "op_times": times.as_dict(),
+               "paper": {"undefended_leakage_up_to": 0.84, "local_10_leakage_change": -0.251,
+                         "local_10_utility_cost": 0.016},
+               "summary": summary, "runs": rows,
+               "figure3_leaf_mutual_information": _figure3(task, seeds[:2] if args.quick else seeds)}
+        for name, s in summary.items():
+            print(f"{name:>12}: eps_p {s['privacy_leakage']:.3f} ({s['leakage_change_vs_undefended']:+.1%})  "
+                  f"1-AUC {s['utility_loss']:.4f} ({s['utility_loss_change_vs_undefended']:+.4f})")
+        bench.figures.update(out)
+        bench.headline.update({f"{n}_privacy_leakage": round(s["privacy_leakage"], 3) for n, s in summary.items()})
     print(f"wrote {args.out}")
 
 

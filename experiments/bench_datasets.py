@@ -11,12 +11,11 @@ Each is timed ``--repeats`` times; writes ``results/bench_datasets.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
-import time
-from pathlib import Path
+
+from _harness import Benchmark  # this folder's harness (the script's own folder is on sys.path)
 
 LIST_IN_FRESH_PROCESS = ("import time; start = time.perf_counter()\n"
                          "from raytune_fed.data import list_datasets\n"
@@ -35,14 +34,16 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--out", default="results/bench_datasets.json")
     args = p.parse_args()
-    report: dict = {"command": "python experiments/bench_datasets.py", "repeats": args.repeats}
-    for name, code in (("list_datasets_fresh_process", LIST_IN_FRESH_PROCESS), ("geo5_sim_generate", GENERATE_GEO5)):
-        times = [_seconds(code) for _ in range(args.repeats)]
-        report[name] = {"median_seconds": statistics.median(times), "max_seconds": max(times), "all": times}
-        print(f"{name}: median {statistics.median(times):.3f} s, max {max(times):.3f} s")
-    report["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%S")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2))
+    with Benchmark("bench_datasets", args.out) as bench:
+        report: dict = {"repeats": args.repeats}
+        for name, code in (("list_datasets_fresh_process", LIST_IN_FRESH_PROCESS),
+                           ("geo5_sim_generate", GENERATE_GEO5)):
+            times = [_seconds(code) for _ in range(args.repeats)]
+            report[name] = {"median_seconds": statistics.median(times), "max_seconds": max(times), "all": times}
+            print(f"{name}: median {statistics.median(times):.3f} s, max {max(times):.3f} s")
+        bench.figures.update(report)
+        bench.headline.update({f"{n}_median_seconds": round(report[n]["median_seconds"], 3)
+                               for n in ("list_datasets_fresh_process", "geo5_sim_generate")})
     print(f"written: {args.out}")
 
 

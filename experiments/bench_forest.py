@@ -38,8 +38,6 @@ for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMB
 
 import argparse  # noqa: E402
 import importlib.metadata  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -50,6 +48,8 @@ from raytune_fed.models import LEARNERS, CVPlan, Learner, cross_validate  # noqa
 from raytune_fed.models import warm_up as elastic_net_warm_up  # noqa: E402
 from raytune_fed.models._forest import warm_up as forest_warm_up  # noqa: E402
 from raytune_fed.models._registry import _sklearn_forest_steps  # noqa: E402
+
+from _harness import Benchmark  # this folder's harness (the script's own folder is on sys.path)
 
 # The issue's grid figures with scikit-learn's forest (CPU-hours, forest share).
 GRID_CPU_HOURS_SKLEARN = 633.0
@@ -165,28 +165,27 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="2 configurations, at most 200 trees")
     parser.add_argument("--out", default="results/bench_forest.json")
     args = parser.parse_args()
-    if args.quick:
-        args.configs, args.max_trees, args.cache_configs = 2, 200, 3
-
-    _, compile_cpu = cpu_seconds(lambda: (forest_warm_up(), elastic_net_warm_up()))
-    data = datasets(args.seed)
-    configs = forest_configs(args.configs, args.max_trees, args.seed)
-    cache = bench_fold_cache(*data["geo5_sim/GSE16446_sim"], args.cache_configs, args.seed)
-    forest = bench_forest(data, configs, args.seed)
-    result = {
-        "settings": {"n_folds": 10, "configs": args.configs, "max_trees": args.max_trees, "seed": args.seed,
-                     "cache_configs": args.cache_configs, "quick": args.quick},
-        "environment": {"python": platform.python_version(), "machine": platform.machine(),
-                        "cpu_count": os.cpu_count(), "load_average": os.getloadavg(),
-                        "versions": {p: importlib.metadata.version(p) for p in ("numpy", "numba", "scikit-learn")}},
-        "warm_up_cpu_seconds": compile_cpu,
-        "forest": forest,
-        "fold_cache": cache,
-        "projection": projection(forest, cache),
-    }
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1, default=float))
+    with Benchmark("bench_forest", out) as bench:
+        if args.quick:
+            args.configs, args.max_trees, args.cache_configs = 2, 200, 3
+
+        _, compile_cpu = cpu_seconds(lambda: (forest_warm_up(), elastic_net_warm_up()))
+        data = datasets(args.seed)
+        configs = forest_configs(args.configs, args.max_trees, args.seed)
+        cache = bench_fold_cache(*data["geo5_sim/GSE16446_sim"], args.cache_configs, args.seed)
+        forest = bench_forest(data, configs, args.seed)
+        result = {
+            "settings": {"n_folds": 10, "configs": args.configs, "max_trees": args.max_trees, "seed": args.seed,
+                         "cache_configs": args.cache_configs, "quick": args.quick},
+            "environment": {"versions": {p: importlib.metadata.version(p) for p in ("numpy", "numba", "scikit-learn")}},
+            "warm_up_cpu_seconds": compile_cpu,
+            "forest": forest,
+            "fold_cache": cache,
+            "projection": projection(forest, cache),
+        }
+        bench.figures.update(result)
+        bench.headline.update({"grid_cpu_hours": result["projection"]["grid_cpu_hours"]})
     for name, d in forest.items():
         s = d["summary"]
         print(f"{name:26s} ms/tree ours {s['ours']['ms_per_tree_mean']:.3f} sklearn "

@@ -38,13 +38,14 @@ import hashlib
 import heapq
 import json
 import os
-import platform
 import shutil
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from _harness import Benchmark, figures_of  # this folder's harness (the script's own folder is on sys.path)
 
 LEARNERS = ("elastic_net", "svm", "random_forest")
 FULL_GRID = {"n_pairs": 20, "n_reps": 10}  # x 3 learners = 600 units
@@ -192,9 +193,11 @@ def _projection(units: list[dict], n_init: int, n_iter: int) -> dict:
 
 
 def reproject(path: Path) -> None:
-    """Projection of the first local run recorded in ``path``, from its measured units."""
+    """Projection of the first local run recorded in ``path``, from its measured units (the harness's record, whose
+    figures are the benchmark's numbers, or a JSON written before the harness)."""
     try:
-        report = json.loads(path.read_text())
+        record = json.loads(path.read_text())
+        report = figures_of(record)
         name = report["projection"]["from_run"] if "from_run" in report.get("projection", {}) else next(
             n for n in report["runs"] if n.startswith("local"))
         units = report["runs"][name]["units"]
@@ -203,7 +206,7 @@ def reproject(path: Path) -> None:
         raise ValueError(f"--project-from {path}: not a bench_grid JSON with a local run ({type(exc).__name__})") \
             from None
     report["projection"] = {**_projections(units, n_init, n_iter), "from_run": name}
-    path.write_text(json.dumps(report, indent=2, default=float))
+    path.write_text(json.dumps(record, indent=2, default=float))
     print(json.dumps(report["projection"], indent=2))
 
 
@@ -241,53 +244,48 @@ def main() -> None:
     from raytune_fed.workflows.rfms import RFMSSettings, build_grid
     from raytune_fed.workflows.rfms._sites import plan_sites
 
-    settings = RFMSSettings(dataset="geo5_sim", split="natural", n_init=args.n_init, n_iter=args.n_iter,
-                            seed=args.seed)
-    work = Path(args.out).with_suffix("")
-    command = "python experiments/bench_grid.py" + "".join(
-        f" --{k.replace('_', '-')} {v}" for k, v in vars(args).items()
-        if k not in ("skip_cluster", "out") and v != p.get_default(k)) + (" --skip-cluster" if args.skip_cluster
-                                                                            else "")
-    report: dict = {"command": command, "settings": vars(args),
-                    "environment": {"python": platform.python_version(), "cpu_count": os.cpu_count(),
-                                    "load_average": list(os.getloadavg()), "ray": ray.__version__},
-                    "slice": {"dataset": "geo5_sim", "n_pairs": args.pairs, "n_reps": args.reps,
-                              "learners": list(LEARNERS), "methods": list(settings.methods)},
-                    "runs": {}}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    with Benchmark("bench_grid", args.out) as bench:
+        settings = RFMSSettings(dataset="geo5_sim", split="natural", n_init=args.n_init, n_iter=args.n_iter,
+                                seed=args.seed)
+        work = Path(args.out).with_suffix("")
+        report: dict = {"settings": vars(args), "ray": ray.__version__,
+                        "slice": {"dataset": "geo5_sim", "n_pairs": args.pairs, "n_reps": args.reps,
+                                  "learners": list(LEARNERS), "methods": list(settings.methods)},
+                        "runs": {}}
+        bench.figures = report  # filled run by run: a run stopped by an exception is recorded with what it measured
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
 
-    def save() -> None:  # after every run, so a long benchmark cut short keeps what it measured
-        Path(args.out).write_text(json.dumps(report, indent=2, default=float))
+        def save() -> None:  # after every run, so a run killed outright still leaves what it measured
+            Path(args.out).write_text(json.dumps(report, indent=2, default=float))
 
-    connect(num_cpus=args.num_cpus)
-    rows = {}
-    for name, tail in (RUN_NAMES[r] for r in runs if r in RUN_NAMES):
-        report["runs"][name], rows[name] = _run(name, settings, work, n_pairs=args.pairs, n_reps=args.reps,
-                                                long_tail=tail, address=None)
-        if "projection" not in report:
-            report["projection"] = _projections(report["runs"][name]["units"], args.n_init, args.n_iter)
-            report["projection"]["from_run"] = name
-        save()
-    ray.shutdown()
-    if "cluster" in runs:
-        plan = plan_sites(settings)
-        specs = build_grid(settings, n_sites=len(plan.site_names), learners=LEARNERS, n_reps=args.reps,
-                           n_pairs=args.pairs, site_names=plan.site_names)
-        openboxes = {s.site_name(s.openbox) for s in specs}
-        cluster = _cluster(plan.site_names, openboxes)
-        try:
-            connect(cluster.address)
-            name = "cluster_sites_on_own_nodes_long_tail"
+        connect(num_cpus=args.num_cpus)
+        rows = {}
+        for name, tail in (RUN_NAMES[r] for r in runs if r in RUN_NAMES):
             report["runs"][name], rows[name] = _run(name, settings, work, n_pairs=args.pairs, n_reps=args.reps,
-                                                    long_tail=True, address=cluster.address)
-            report["runs"][name]["nodes"] = {"head": 0, **{s: int(s in openboxes) for s in plan.site_names}}
+                                                    long_tail=tail, address=None)
+            if "projection" not in report:
+                report["projection"] = _projections(report["runs"][name]["units"], args.n_init, args.n_iter)
+                report["projection"]["from_run"] = name
             save()
-        finally:
-            ray.shutdown()
-            cluster.shutdown()
-    first = next(iter(rows.values()))
-    report["identical_rows_across_runs"] = all(r.equals(first) for r in rows.values()) if len(rows) > 1 else None
-    save()
+        ray.shutdown()
+        if "cluster" in runs:
+            plan = plan_sites(settings)
+            specs = build_grid(settings, n_sites=len(plan.site_names), learners=LEARNERS, n_reps=args.reps,
+                               n_pairs=args.pairs, site_names=plan.site_names)
+            openboxes = {s.site_name(s.openbox) for s in specs}
+            cluster = _cluster(plan.site_names, openboxes)
+            try:
+                connect(cluster.address)
+                name = "cluster_sites_on_own_nodes_long_tail"
+                report["runs"][name], rows[name] = _run(name, settings, work, n_pairs=args.pairs, n_reps=args.reps,
+                                                        long_tail=True, address=cluster.address)
+                report["runs"][name]["nodes"] = {"head": 0, **{s: int(s in openboxes) for s in plan.site_names}}
+                save()
+            finally:
+                ray.shutdown()
+                cluster.shutdown()
+        first = next(iter(rows.values()))
+        report["identical_rows_across_runs"] = all(r.equals(first) for r in rows.values()) if len(rows) > 1 else None
     print(json.dumps({"identical_rows_across_runs": report["identical_rows_across_runs"],
                       "projection": report.get("projection")}, indent=2))
     print(f"written: {args.out}")

@@ -21,15 +21,14 @@ Run ``python experiments/bench_he_histogram.py`` (10,000 x 10 x 32 and 30,000 x 
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import statistics
 import time
-from pathlib import Path
 
 import numpy as np
 
 from raytune_fed.crypto import GHCodec, Layout, load_public_context, secret_context
+
+from _harness import Benchmark  # this folder's harness (the script's own folder is on sys.path)
 
 SIZES = ((10_000, 10, 32), (30_000, 10, 32))
 
@@ -91,21 +90,22 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", default="results/bench_he_histogram.json")
     args = parser.parse_args()
-    sizes = SIZES[:1] if args.quick else SIZES
-    repeats = 1 if args.quick else args.repeats
-    rows = [run_size(n, f, k, repeats) for n, f, k in sizes]
-    for r in rows:
-        print(f"{r['rows']:>6} x {r['features']} x {r['bins']}: BFV {r['seconds_total']:.3f} s "
-              f"(enc {r['seconds']['encrypt']:.3f}, hist {r['seconds']['histogram']:.3f}, "
-              f"dec {r['seconds']['decrypt']:.3f}) vs numpy {r['plaintext_seconds'] * 1e3:.2f} ms "
-              f"= x{r['ratio_to_plaintext']:.0f}; exact {r['exact_integer_sums']}")
-    out = {"benchmark": "he_histogram", "machine": platform.machine(), "python": platform.python_version(),
-           "repeats": repeats,
-           "notes": "one core; median of repeats; the CMOSB paper does not time histograms (its Paillier "
-                    "constants are per operation)",
-           "results": rows}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=2))
+    with Benchmark("bench_he_histogram", args.out) as bench:
+        sizes = SIZES[:1] if args.quick else SIZES
+        repeats = 1 if args.quick else args.repeats
+        rows = [run_size(n, f, k, repeats) for n, f, k in sizes]
+        for r in rows:
+            print(f"{r['rows']:>6} x {r['features']} x {r['bins']}: BFV {r['seconds_total']:.3f} s "
+                  f"(enc {r['seconds']['encrypt']:.3f}, hist {r['seconds']['histogram']:.3f}, "
+                  f"dec {r['seconds']['decrypt']:.3f}) vs numpy {r['plaintext_seconds'] * 1e3:.2f} ms "
+                  f"= x{r['ratio_to_plaintext']:.0f}; exact {r['exact_integer_sums']}")
+        out = {"benchmark": "he_histogram",     "repeats": repeats,
+               "notes": "one core; median of repeats; the CMOSB paper does not time histograms (its Paillier "
+                        "constants are per operation)",
+               "results": rows}
+        bench.figures.update(out)
+        bench.headline.update({f"bfv_seconds_{r['rows']}x{r['features']}x{r['bins']}": round(r["seconds_total"], 3)
+                               for r in rows})
     print(f"wrote {args.out}")
 
 

@@ -29,17 +29,16 @@ depth 3); JSON goes to ``results/bench_he_training.json`` unless ``--out`` says 
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import platform
 import time
-from pathlib import Path
 
 import numpy as np
 
 from raytune_fed.crypto import calibrate
 from raytune_fed.data import load_dataset
 from raytune_fed.models.secureboost import PassiveWorker, SecureBoostClassifier
+
+from _harness import Benchmark  # this folder's harness (the script's own folder is on sys.path)
 
 N_ACTIVE = 13
 N_BINS = 32
@@ -161,46 +160,47 @@ def main() -> None:
     parser.add_argument("--paillier-sample", type=int, default=2000)
     parser.add_argument("--out", default="results/bench_he_training.json")
     args = parser.parse_args()
-    ds = load_dataset("default_credit")
-    X, y = np.asarray(ds.X), np.asarray(ds.y)
-    trees, depth, sample = args.trees, args.depth, args.paillier_sample
-    if args.quick:
-        X, y, trees, depth, sample = X[:6000], y[:6000], 2, 3, 500
-    times = calibrate()
-    bfv, probe = _secureboost(X, y, "bfv", trees, depth, times)
-    plain, _ = _secureboost(X, y, "plain", trees, depth, times)
-    out = {"benchmark": "he_training", "machine": platform.machine(), "python": platform.python_version(),
-           "rows": int(len(y)), "active_features": N_ACTIVE, "passive_features": int(X.shape[1] - N_ACTIVE),
-           "trees": trees, "depth": depth, "bins": N_BINS, "op_times": times.as_dict(),
-           "secureboost_bfv": bfv, "secureboost_plain": plain, "lightgbm": _lightgbm(X, y, trees, depth),
-           "passive_queries": {"direct": len(probe.direct_rows), "derived": probe.derived,
-                               "direct_rows": int(sum(probe.direct_rows))}}
-    try:
-        per_op = [_paillier_per_op(bits) for bits in (1024, 2048)]
-    except ImportError:
-        out["paillier_fate"] = {"skipped": "install the bench extra: pip install -e '.[bench]' (phe, gmpy2)"}
-    else:
-        rows = []
-        for p in per_op:
-            counts = _fate_counts(probe, len(y), trees, X.shape[1] - N_ACTIVE, p["key_bits"])
-            seconds = (counts["encryptions"] * p["encryption"] + counts["additions"] * p["addition"]
-                       + counts["decryptions"] * p["decryption"])
-            rows.append({"per_op_seconds": p, "op_counts": counts, "extrapolated_seconds": seconds})
-        node = _paillier_sample_node(sample, X.shape[1] - N_ACTIVE)
-        p = per_op[0]
-        node["extrapolated_seconds"] = (sample * p["encryption"] + sample * node["features"] * p["addition"]
-                                        + math.ceil(node["features"] * N_BINS / 7) * p["decryption"])
-        node["measured_seconds"] = node["encrypt_seconds"] + node["histogram_seconds"] + node["decrypt_seconds"]
-        out["paillier_fate"] = {"key_sizes": rows, "sample_node": node}
-    floor = out["lightgbm"]["train_seconds"]
-    print(f"{len(y)} rows, {trees} trees of depth {depth}: BFV SecureBoost {bfv['wall_seconds']:.1f} s "
-          f"(eq.5 {bfv['eq5_cost_seconds']:.1f} s), plain protocol {plain['wall_seconds']:.2f} s, "
-          f"LightGBM {floor:.3f} s")
-    for r in out["paillier_fate"].get("key_sizes", []):
-        print(f"  FATE-style Paillier-{r['per_op_seconds']['key_bits']}: {r['extrapolated_seconds']:.0f} s "
-              f"(extrapolated from per-op times)")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=2))
+    with Benchmark("bench_he_training", args.out) as bench:
+        ds = load_dataset("default_credit")
+        X, y = np.asarray(ds.X), np.asarray(ds.y)
+        trees, depth, sample = args.trees, args.depth, args.paillier_sample
+        if args.quick:
+            X, y, trees, depth, sample = X[:6000], y[:6000], 2, 3, 500
+        times = calibrate()
+        bfv, probe = _secureboost(X, y, "bfv", trees, depth, times)
+        plain, _ = _secureboost(X, y, "plain", trees, depth, times)
+        out = {"rows": int(len(y)), "active_features": N_ACTIVE, "passive_features": int(X.shape[1] - N_ACTIVE),
+               "trees": trees, "depth": depth, "bins": N_BINS, "op_times": times.as_dict(),
+               "secureboost_bfv": bfv, "secureboost_plain": plain, "lightgbm": _lightgbm(X, y, trees, depth),
+               "passive_queries": {"direct": len(probe.direct_rows), "derived": probe.derived,
+                                   "direct_rows": int(sum(probe.direct_rows))}}
+        try:
+            per_op = [_paillier_per_op(bits) for bits in (1024, 2048)]
+        except ImportError:
+            out["paillier_fate"] = {"skipped": "install the bench extra: pip install -e '.[bench]' (phe, gmpy2)"}
+        else:
+            rows = []
+            for p in per_op:
+                counts = _fate_counts(probe, len(y), trees, X.shape[1] - N_ACTIVE, p["key_bits"])
+                seconds = (counts["encryptions"] * p["encryption"] + counts["additions"] * p["addition"]
+                           + counts["decryptions"] * p["decryption"])
+                rows.append({"per_op_seconds": p, "op_counts": counts, "extrapolated_seconds": seconds})
+            node = _paillier_sample_node(sample, X.shape[1] - N_ACTIVE)
+            p = per_op[0]
+            node["extrapolated_seconds"] = (sample * p["encryption"] + sample * node["features"] * p["addition"]
+                                            + math.ceil(node["features"] * N_BINS / 7) * p["decryption"])
+            node["measured_seconds"] = node["encrypt_seconds"] + node["histogram_seconds"] + node["decrypt_seconds"]
+            out["paillier_fate"] = {"key_sizes": rows, "sample_node": node}
+        floor = out["lightgbm"]["train_seconds"]
+        print(f"{len(y)} rows, {trees} trees of depth {depth}: BFV SecureBoost {bfv['wall_seconds']:.1f} s "
+              f"(eq.5 {bfv['eq5_cost_seconds']:.1f} s), plain protocol {plain['wall_seconds']:.2f} s, "
+              f"LightGBM {floor:.3f} s")
+        for r in out["paillier_fate"].get("key_sizes", []):
+            print(f"  FATE-style Paillier-{r['per_op_seconds']['key_bits']}: {r['extrapolated_seconds']:.0f} s "
+                  f"(extrapolated from per-op times)")
+        bench.figures.update(out)
+        bench.headline.update({"bfv_seconds": bfv["wall_seconds"], "plain_seconds": plain["wall_seconds"],
+                               "lightgbm_seconds": floor})
     print(f"wrote {args.out}")
 
 

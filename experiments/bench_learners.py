@@ -32,7 +32,6 @@ for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMB
 
 import argparse  # noqa: E402
 import importlib.metadata  # noqa: E402
-import json  # noqa: E402
 import platform  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -49,6 +48,8 @@ from sklearn.pipeline import Pipeline  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
 
 from raytune_fed.models import LEARNERS, ElasticNetLogistic, cross_validate, stratified_folds, warm_up  # noqa: E402
+
+from _harness import Benchmark  # this folder's harness (the script's own folder is on sys.path)
 
 LAMBDAS = (2.0 ** -10, 2.0 ** -5, 2.0 ** -2, 1.0, 2.0 ** 5)
 ALPHAS = (0.05, 0.5, 1.0)
@@ -342,35 +343,29 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--sections", nargs="+", choices=("elastic_net", "random_forest", "svm"),
                         default=["elastic_net", "random_forest", "svm"])
     args = parser.parse_args(argv)
-
-    X, y, description = load_data(args.data, args.seed)
-    n_folds = 3 if args.quick else 10
-    lambdas, alphas = ((2.0 ** -5, 1.0), (0.5,)) if args.quick else (LAMBDAS, ALPHAS)
-    start = time.perf_counter()
-    with Clock() as jit:
-        warm_up()
-    folds = stratified_folds(y, n_folds, args.seed)
-
-    cli = sys.argv[1:] if argv is None else argv
-    res = {"command": " ".join(["python experiments/bench_learners.py", *cli]),
-           "quick": args.quick, "data": description, "shape": list(X.shape), "n_folds": n_folds,
-           "threads": 1, "versions": versions(), "elastic_net_jit_seconds": jit.cpu,
-           "timing": "seconds are CPU seconds of the benchmark process (one thread); *_wall_* are wall clock"}
-    if "elastic_net" in args.sections:
-        res["elastic_net"] = bench_elastic_net(X, y, folds, lambdas, alphas)
-        res["elastic_net_warm_start"] = bench_warm_start(X, y, n_folds, args.seed, lambdas, alphas)
-    if "random_forest" in args.sections:
-        res["random_forest"] = bench_forest(X, y, n_folds, args.seed, (100,) if args.quick else (100, 500, 3000),
-                                            min_node_size=5, sample_fraction=0.632)
-    if "svm" in args.sections:
-        res["svm"] = bench_svm(X, y, n_folds, args.seed, (2.0 ** -15, 1.0, 2.0 ** 15))
-    res["chosen"] = {"elastic_net": PACKAGE_ELASTIC_NET, "elastic_net_warm_start_folds": False,
-                     "random_forest": "sklearn", "svm": "sklearn"}
-    res["total_seconds"] = time.perf_counter() - start
-
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(res, indent=2))
+    with Benchmark("bench_learners", out, argv) as bench:
+        X, y, description = load_data(args.data, args.seed)
+        n_folds = 3 if args.quick else 10
+        lambdas, alphas = ((2.0 ** -5, 1.0), (0.5,)) if args.quick else (LAMBDAS, ALPHAS)
+        with Clock() as jit:
+            warm_up()
+        folds = stratified_folds(y, n_folds, args.seed)
+
+        res = {"quick": args.quick, "data": description, "shape": list(X.shape), "n_folds": n_folds,
+               "threads": 1, "versions": versions(), "elastic_net_jit_seconds": jit.cpu,
+               "timing": "seconds are CPU seconds of the benchmark process (one thread); *_wall_* are wall clock"}
+        if "elastic_net" in args.sections:
+            res["elastic_net"] = bench_elastic_net(X, y, folds, lambdas, alphas)
+            res["elastic_net_warm_start"] = bench_warm_start(X, y, n_folds, args.seed, lambdas, alphas)
+        if "random_forest" in args.sections:
+            res["random_forest"] = bench_forest(X, y, n_folds, args.seed, (100,) if args.quick else (100, 500, 3000),
+                                                min_node_size=5, sample_fraction=0.632)
+        if "svm" in args.sections:
+            res["svm"] = bench_svm(X, y, n_folds, args.seed, (2.0 ** -15, 1.0, 2.0 ** 15))
+        res["chosen"] = {"elastic_net": PACKAGE_ELASTIC_NET, "elastic_net_warm_start_folds": False,
+                         "random_forest": "sklearn", "svm": "sklearn"}
+        bench.figures.update(res)
     print_report(res)
     print(f"\nwrote {out}")
     return res

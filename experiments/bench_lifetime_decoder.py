@@ -21,10 +21,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the at
 import lifetime_attacks as la  # noqa: E402
 from site_targets import X, Y, build_target, policy  # noqa: E402
 
+from _harness import Benchmark  # this folder's harness (the script's own folder is on sys.path)
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -41,30 +41,28 @@ def main() -> None:
     parser.add_argument("--budgets", default="default,10,40,80", help="[budget] answers values ('default': unset)")
     parser.add_argument("--seeds", type=int, default=10, help="site seeds 11, 12, ...")
     args = parser.parse_args()
-    start, cpu = time.time(), time.process_time()
-    majority = float(max(np.mean(Y), 1 - np.mean(Y)))
-    runs = []
-    for budget in args.budgets.split(","):
-        for seed in range(11, 11 + args.seeds):
-            sections = {} if budget == "default" else {"budget": {"answers": int(budget)}}
-            data = policy(Path(tempfile.mkdtemp()), bare=True, **sections)
-            data["seed"] = seed
-            result = la.everything_the_site_answers(build_target("local", data).client, X, Y)
-            runs.append({"budget": budget, "seed": seed, **result})
-            print(json.dumps(runs[-1]), flush=True)
-    summary = {}
-    for budget in args.budgets.split(","):
-        acc = [r["accuracy"] for r in runs if r["budget"] == budget]
-        answers = [r["answers"] for r in runs if r["budget"] == budget][0]
-        summary[budget] = {"answers": answers, "mean_accuracy": float(np.mean(acc)), "min": min(acc), "max": max(acc),
-                           "sd": float(np.std(acc, ddof=1)),
-                           "least_squares_expected": 0.5 + math.asin(math.sqrt(min(answers / len(Y), 1.0))) / math.pi}
-    out = {"command": "python experiments/bench_lifetime_decoder.py", "rows": len(Y), "majority": majority,
-           "leak_threshold": majority + la.LEAK, "summary": summary, "runs": runs,
-           "cpu_seconds": round(time.process_time() - cpu, 1), "wall_seconds": round(time.time() - start, 1),
-           "load_average": os.getloadavg()}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=2))
+    with Benchmark("bench_lifetime_decoder", args.out) as bench:
+        majority = float(max(np.mean(Y), 1 - np.mean(Y)))
+        runs = []
+        for budget in args.budgets.split(","):
+            for seed in range(11, 11 + args.seeds):
+                sections = {} if budget == "default" else {"budget": {"answers": int(budget)}}
+                data = policy(Path(tempfile.mkdtemp()), bare=True, **sections)
+                data["seed"] = seed
+                result = la.everything_the_site_answers(build_target("local", data).client, X, Y)
+                runs.append({"budget": budget, "seed": seed, **result})
+                print(json.dumps(runs[-1]), flush=True)
+        summary = {}
+        for budget in args.budgets.split(","):
+            acc = [r["accuracy"] for r in runs if r["budget"] == budget]
+            answers = [r["answers"] for r in runs if r["budget"] == budget][0]
+            expected = 0.5 + math.asin(math.sqrt(min(answers / len(Y), 1.0))) / math.pi
+            summary[budget] = {"answers": answers, "mean_accuracy": float(np.mean(acc)), "min": min(acc),
+                               "max": max(acc), "sd": float(np.std(acc, ddof=1)), "least_squares_expected": expected}
+        out = {"rows": len(Y), "majority": majority,
+               "leak_threshold": majority + la.LEAK, "summary": summary, "runs": runs}
+        bench.figures.update(out)
+        bench.headline.update({f"mean_accuracy_{b}": round(s["mean_accuracy"], 3) for b, s in summary.items()})
     print(json.dumps(summary, indent=2))
 
 

@@ -25,9 +25,10 @@ import json
 import os
 import time
 import tracemalloc
-from pathlib import Path
 
 import numpy as np
+
+from _harness import Benchmark  # this folder's harness (the script's own folder is on sys.path)
 
 
 def _peak(build) -> int:
@@ -160,30 +161,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="results/bench_limits.json")
     args = parser.parse_args()
+    with Benchmark("bench_limits", args.out) as bench:
+        import tempfile
 
-    import tempfile
+        from raytune_fed import _limits
+        from raytune_fed.runtime import connect
 
-    from raytune_fed import _limits
-    from raytune_fed.runtime import connect
-
-    load = [os.getloadavg()]
-    result = {"command": "python experiments/bench_limits.py",
-              "gp": [gp(500, 3), gp(1000, 3), gp(1000, 6)],
-              "nsga2": [nsga2(500), nsga2(1000)],
-              "attack": [attack(1000), attack(2000)],
-              "optuna": optuna_trials(300)}
-    connect(num_cpus=1)
-    with tempfile.TemporaryDirectory() as storage:
-        result["tune"] = tune_trials(100, storage)
-    result.update(worker_rss())
-    load.append(os.getloadavg())
-    result["load_average"] = load
-    result["constants"] = {name: getattr(_limits, name) for name in (
-        "GP_BYTES_PER_PAIR", "NSGA2_BYTES_PER_PAIR", "ATTACK_BYTES_PER_PAIR", "TUNE_BYTES_PER_TRIAL",
-        "OPTUNA_BYTES_PER_TRIAL", "WORKER_BYTES", "MEMORY_SHARE")}
-    result["limits_here"] = _limits.limits().__dict__
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2))
+        result = {"gp": [gp(500, 3), gp(1000, 3), gp(1000, 6)],
+                  "nsga2": [nsga2(500), nsga2(1000)],
+                  "attack": [attack(1000), attack(2000)],
+                  "optuna": optuna_trials(300)}
+        connect(num_cpus=1)
+        with tempfile.TemporaryDirectory() as storage:
+            result["tune"] = tune_trials(100, storage)
+        result.update(worker_rss())
+        result["constants"] = {name: getattr(_limits, name) for name in (
+            "GP_BYTES_PER_PAIR", "NSGA2_BYTES_PER_PAIR", "ATTACK_BYTES_PER_PAIR", "TUNE_BYTES_PER_TRIAL",
+            "OPTUNA_BYTES_PER_TRIAL", "WORKER_BYTES", "MEMORY_SHARE")}
+        result["limits_here"] = _limits.limits().__dict__
+        bench.figures.update(result)
     print(json.dumps(result, indent=2))
 
 

@@ -7,7 +7,8 @@ the peers run as their users run them (``study.optimize``, ``minimize``) is
 Problems: pymoo's ZDT1, ZDT2, ZDT3 (2 objectives) and DTLZ2 (3 objectives) with ``--n-var``
 variables on [0, 1], and ``cmosb``: the CMOSB paper's six-parameter space (Table III,
 three integers, three reals) with a surrogate of its three objectives, one random forest
-per objective fit on the real evaluations of ``experiments/cmosb_space_sample.py``
+per objective fit on the real evaluations in ``measured/cmosb_space_sample_synthetic1.json`` (from a one-off
+script, in git history)
 (objectives min-max scaled over that sample).  Every method gets ``--population`` x
 ``--generations`` evaluations.
 
@@ -43,8 +44,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
-import platform
 import time
 from pathlib import Path
 from typing import Any
@@ -54,6 +53,8 @@ import numpy as np
 from raytune_fed.metrics import hypervolume
 from raytune_fed.random import seed_int, spawn
 from raytune_fed.workflows.cmosb._methods import PAPER_VARIATION
+
+from _harness import Benchmark, figures_of  # this folder's harness (the script's own folder is on sys.path)
 
 PROBLEMS = ("zdt1", "zdt2", "zdt3", "dtlz2", "cmosb")
 METHODS = ("nsga2search", "nsga2search_paper", "optuna_nsga2", "pymoo_nsga2")
@@ -273,53 +274,51 @@ def main(argv: list[str] | None = None) -> dict:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     logging.getLogger("ray.tune").setLevel(logging.ERROR)
-    seeds = [seed_int(s) for s in spawn(args.root_seed, args.seeds)]
-    out_path = Path(args.out)
-    previous = json.loads(out_path.read_text()) if out_path.exists() else {}
-    # what the numbers depend on (not where they are kept: the same run resumes from another path to its files)
-    settings = {k: v for k, v in vars(args).items() if k not in ("problems", "modes", "work", "out")}
-    same = {k: v for k, v in previous.get("settings", {}).items() if k not in ("work", "out")} == settings
-    runs = previous.get("runs", []) if same else []  # rerunning the same command resumes
-    done = {(r["problem"], r["mode"], r["method"], r["seed"]) for r in runs}
-    if "tune" in modes:
-        from raytune_fed.runtime import connect
+    with Benchmark("bench_nsga2", args.out, argv) as bench:
+        seeds = [seed_int(s) for s in spawn(args.root_seed, args.seeds)]
+        out_path = Path(args.out)
+        previous = figures_of(json.loads(out_path.read_text())) if out_path.exists() else {}
+        # what the numbers depend on (not where they are kept: the same run resumes from another path to its files)
+        settings = {k: v for k, v in vars(args).items() if k not in ("problems", "modes", "work", "out")}
+        same = {k: v for k, v in previous.get("settings", {}).items() if k not in ("work", "out")} == settings
+        runs = previous.get("runs", []) if same else []  # rerunning the same command resumes
+        done = {(r["problem"], r["mode"], r["method"], r["seed"]) for r in runs}
+        if "tune" in modes:
+            from raytune_fed.runtime import connect
 
-        connect(None, args.num_cpus)
-    cpu0 = os.times()
-    for name in problems:
-        problem = Problem(name, args.n_var)
-        for mode in modes:
-            # seed by seed, every method of a seed before the next: an interrupted run has paired seeds
-            for seed, method in ((s, m) for s in seeds for m in (METHODS if mode == "direct" else TUNE_METHODS)):
-                if (name, mode, method, seed) in done:
-                    continue
-                start = time.perf_counter()
-                F = run_direct(problem, method, args.population, args.generations, seed) if mode == "direct" \
-                    else run_tune(problem, method, args.population, args.generations, seed,
-                                  Path(args.work).resolve())
-                runs.append({"problem": name, "mode": mode, "method": method, "seed": seed, "n_evals": len(F),
-                             "hv": hypervolume(F, problem.reference), "wall_s": time.perf_counter() - start})
-                print(f"{name} {mode:6s} {method:17s} seed={seed:<10d} HV={runs[-1]['hv']:.4f}", flush=True)
-                report = {"benchmark": "bench_nsga2",
-                          "settings": settings,
-                          "population": args.population, "generations": args.generations,
-                          "evaluations": args.population * args.generations,
-                          "references": {p: list(r) for p, r in REFERENCES.items()},
-                          "paper_variation": PAPER_VARIATION, "seeds": seeds,
-                          "summary": summarise(runs, seeds), "runs": runs,
-                          "cpu_seconds_this_invocation": sum(os.times()[:4]) - sum(cpu0[:4]),
-                          "load_average": os.getloadavg(),
-                          "environment": {"python": platform.python_version(), "ray": ray.__version__,
-                                          "optuna": optuna.__version__, "pymoo": pymoo.__version__,
-                                          "machine": platform.machine()}}
-                if name == "cmosb":
-                    report["cmosb_surrogate"] = problem.sample
-                out_path.parent.mkdir(parents=True, exist_ok=True)
-                out_path.write_text(json.dumps(report, indent=1))
-    report = json.loads(out_path.read_text())
+            connect(None, args.num_cpus)
+        for name in problems:
+            problem = Problem(name, args.n_var)
+            for mode in modes:
+                # seed by seed, every method of a seed before the next: an interrupted run has paired seeds
+                for seed, method in ((s, m) for s in seeds for m in (METHODS if mode == "direct" else TUNE_METHODS)):
+                    if (name, mode, method, seed) in done:
+                        continue
+                    start = time.perf_counter()
+                    F = run_direct(problem, method, args.population, args.generations, seed) if mode == "direct" \
+                        else run_tune(problem, method, args.population, args.generations, seed,
+                                      Path(args.work).resolve())
+                    runs.append({"problem": name, "mode": mode, "method": method, "seed": seed, "n_evals": len(F),
+                                 "hv": hypervolume(F, problem.reference), "wall_s": time.perf_counter() - start})
+                    print(f"{name} {mode:6s} {method:17s} seed={seed:<10d} HV={runs[-1]['hv']:.4f}", flush=True)
+                    report = {"benchmark": "bench_nsga2",
+                              "settings": settings,
+                              "population": args.population, "generations": args.generations,
+                              "evaluations": args.population * args.generations,
+                              "references": {p: list(r) for p, r in REFERENCES.items()},
+                              "paper_variation": PAPER_VARIATION, "seeds": seeds,
+                              "summary": summarise(runs, seeds), "runs": runs,
+                              "versions": {"ray": ray.__version__, "optuna": optuna.__version__,
+                                           "pymoo": pymoo.__version__}}
+                    if name == "cmosb":
+                        report["cmosb_surrogate"] = problem.sample
+                    out_path.parent.mkdir(parents=True, exist_ok=True)
+                    out_path.write_text(json.dumps(report, indent=1))
+        report = figures_of(json.loads(out_path.read_text()))  # this run's, or all resumed from the last
+        if "tune" in modes:
+            report["optuna_tune_generations"] = optuna_generations(Path(args.work), report["runs"])
+        bench.figures.update(report)
     if "tune" in modes:
-        report["optuna_tune_generations"] = optuna_generations(Path(args.work), report["runs"])
-        out_path.write_text(json.dumps(report, indent=1))
         for p, g in report["optuna_tune_generations"].items():
             print(f"{p} tune   optuna_nsga2: trials in generation 0 per seed {g['generation0_trials']}, "
                   f"last generation reached {g['last_generation']}")

@@ -29,22 +29,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import resource
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from _harness import Benchmark  # this folder's harness (the script's own folder is on sys.path)
+
 
 def trainable(config):
     time.sleep(config["sleep"])
     return {"f1": config["x"] ** 2, "f2": (config["x"] - 2) ** 2}
-
-
-def cpu_seconds() -> float:
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def tune_records(path: str | Path) -> list[dict[str, Any]]:
@@ -96,45 +91,36 @@ def main() -> None:
     args = parser.parse_args()
     if args.population < 2 or args.generations < 1 or args.sleep < 0 or args.num_cpus < 1:
         parser.error("need --population >= 2, --generations >= 1, --sleep >= 0, --num-cpus >= 1")
+    if args.from_run and not Path(args.from_run).is_dir():
+        parser.error(f"--from-run: no such directory: {args.from_run}")
+    with Benchmark("bench_nsga2_concurrency", args.out) as bench:
+        if args.from_run:
+            record: dict[str, Any] = {
+                "source": "Tune's records of an existing run (ExperimentAnalysis)", "population": args.population,
+                **concurrency(tune_records(args.from_run), args.population)}
+        else:
+            from ray import tune
 
-    if args.from_run:
-        if not Path(args.from_run).is_dir():
-            parser.error(f"--from-run: no such directory: {args.from_run}")
-        record: dict[str, Any] = {
-            "command": f"python experiments/bench_nsga2_concurrency.py --from-run {args.from_run} "
-                       f"--population {args.population}",
-            "source": "Tune's records of an existing run (ExperimentAnalysis)", "population": args.population,
-            **concurrency(tune_records(args.from_run), args.population), "loadavg": os.getloadavg()}
-    else:
-        from ray import tune
+            from raytune_fed.runtime import connect
+            from raytune_fed.search import NSGA2Search
 
-        from raytune_fed.runtime import connect
-        from raytune_fed.search import NSGA2Search
-
-        connect(num_cpus=args.num_cpus)
-        load_before, cpu_before, wall_before = os.getloadavg(), cpu_seconds(), time.monotonic()
-        searcher = NSGA2Search(metric=["f1", "f2"], mode=["min", "min"], seed=0, population_size=args.population,
-                               n_generations=args.generations)
-        with tempfile.TemporaryDirectory() as storage:
-            tune.Tuner(
-                tune.with_resources(trainable, {"cpu": args.num_cpus / args.population}),
-                param_space={"x": tune.uniform(-1.0, 3.0), "sleep": args.sleep},
-                tune_config=tune.TuneConfig(search_alg=searcher, num_samples=-1,
-                                            max_concurrent_trials=args.population, reuse_actors=args.reuse_actors),
-                run_config=tune.RunConfig(storage_path=storage, name="run", verbose=0)).fit()
-            measured = concurrency(tune_records(Path(storage) / "run"), args.population)
-        record = {
-            "command": "python experiments/bench_nsga2_concurrency.py " + " ".join(
-                f"--{k.replace('_', '-')}" + ("" if isinstance(v, bool) else f" {v}")
-                for k, v in vars(args).items() if k not in ("out", "from_run") and v is not False),
-            "source": "Tune's records of this run (ExperimentAnalysis)",
-            "population": args.population, "generations": args.generations, "sleep_s": args.sleep,
-            "num_cpus": args.num_cpus, "reuse_actors": args.reuse_actors, **measured,
-            "wall_s": time.monotonic() - wall_before, "cpu_s_process_and_children": cpu_seconds() - cpu_before,
-            "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
-        }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(record, indent=2))
+            connect(num_cpus=args.num_cpus)
+            searcher = NSGA2Search(metric=["f1", "f2"], mode=["min", "min"], seed=0, population_size=args.population,
+                                   n_generations=args.generations)
+            with tempfile.TemporaryDirectory() as storage:
+                tune.Tuner(
+                    tune.with_resources(trainable, {"cpu": args.num_cpus / args.population}),
+                    param_space={"x": tune.uniform(-1.0, 3.0), "sleep": args.sleep},
+                    tune_config=tune.TuneConfig(search_alg=searcher, num_samples=-1,
+                                                max_concurrent_trials=args.population, reuse_actors=args.reuse_actors),
+                    run_config=tune.RunConfig(storage_path=storage, name="run", verbose=0)).fit()
+                measured = concurrency(tune_records(Path(storage) / "run"), args.population)
+            record = {
+                "source": "Tune's records of this run (ExperimentAnalysis)",
+                "population": args.population, "generations": args.generations, "sleep_s": args.sleep,
+                "num_cpus": args.num_cpus, "reuse_actors": args.reuse_actors, **measured,
+            }
+        bench.figures.update(record)
     print(json.dumps({k: v for k, v in record.items() if k != "per_generation"}, indent=2))
 
 

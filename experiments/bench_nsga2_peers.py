@@ -41,8 +41,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
-import platform
 import subprocess
 import sys
 import time
@@ -55,6 +53,8 @@ import _revisions
 from bench_nsga2 import REFERENCES, Problem, run_tune
 
 from raytune_fed.metrics import hypervolume
+
+from _harness import Benchmark, figures_of  # this folder's harness (the script's own folder is on sys.path)
 
 PROBLEMS = ("zdt1", "zdt2", "zdt3", "dtlz2")
 OUT = Path(__file__).parent / "measured" / "bench_nsga2_peers.json"
@@ -179,76 +179,74 @@ def main(argv: list[str] | None = None) -> dict:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     logging.getLogger("ray.tune").setLevel(logging.ERROR)
-    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
-    tune_seeds = seeds[:args.tune_seeds]
-    peers = [f"optuna_{p}" for p in optuna_pops] + [f"pymoo_{p}" for p in pymoo_pops]
-    methods = peers + ["nsga2_direct", "nsga2_direct_p09_eta20"] + (["nsga2search_tune"] if tune_seeds else [])
-    out_path = Path(args.out)
-    previous = json.loads(out_path.read_text()) if out_path.exists() else {}
-    settings = {k: getattr(args, k) for k in ("evaluations", "population", "n_var")}
-    # rerunning with the same settings on the same code resumes; anything else starts afresh
-    same = previous.get("settings") == settings and previous.get("revision") == _revisions.current()
-    runs = previous.get("runs", []) if same else []
-    command = "python experiments/bench_nsga2_peers.py" + "".join(f" {a}" for a in (sys.argv[1:] if argv is None
-                                                                                   else argv))
-    commands = (previous.get("commands", []) if same else []) + [command]  # the invocations that made the runs
-    done = {(r["problem"], r["method"], r["seed"]) for r in runs}
-    if tune_seeds:
-        from raytune_fed.runtime import connect
+    with Benchmark("bench_nsga2_peers", args.out, argv) as bench:
+        seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+        tune_seeds = seeds[:args.tune_seeds]
+        peers = [f"optuna_{p}" for p in optuna_pops] + [f"pymoo_{p}" for p in pymoo_pops]
+        methods = peers + ["nsga2_direct", "nsga2_direct_p09_eta20"] + (["nsga2search_tune"] if tune_seeds else [])
+        out_path = Path(args.out)
+        previous = figures_of(json.loads(out_path.read_text())) if out_path.exists() else {}
+        settings = {k: getattr(args, k) for k in ("evaluations", "population", "n_var")}
+        # rerunning with the same settings on the same code resumes; anything else starts afresh
+        same = previous.get("settings") == settings and previous.get("revision") == _revisions.current()
+        runs = previous.get("runs", []) if same else []
+        command = "python experiments/bench_nsga2_peers.py" + "".join(f" {a}" for a in (sys.argv[1:] if argv is None
+                                                                                       else argv))
+        commands = (previous.get("commands", []) if same else []) + [command]  # the invocations that made the runs
+        done = {(r["problem"], r["method"], r["seed"]) for r in runs}
+        if tune_seeds:
+            from raytune_fed.runtime import connect
 
-        connect(None, args.num_cpus)
-    cpu0, load_start = os.times(), os.getloadavg()
-    report: dict = {}
-    for name in problems:
-        problem = Problem(name, args.n_var)
-        # seed by seed, every method of a seed before the next: an interrupted run has paired seeds
-        for seed in seeds:
-            for method in methods:
-                if (name, method, seed) in done or (method == "nsga2search_tune" and seed not in tune_seeds):
-                    continue
-                start = time.perf_counter()
-                if method.startswith("optuna_"):
-                    F = run_optuna(problem, int(method.split("_")[1]), args.evaluations, seed)
-                elif method.startswith("pymoo_"):
-                    F = run_pymoo(problem, int(method.split("_")[1]), args.evaluations, seed)
-                elif method.startswith("nsga2_direct"):
-                    variation = BEFORE if method == "nsga2_direct_p09_eta20" else {}
-                    F = run_core(problem, args.population, args.evaluations, seed, **variation)
-                else:
-                    if args.evaluations % args.population:
-                        ap.error("the Tune runs need --evaluations divisible by --population")
-                    F = run_tune(problem, "nsga2search", args.population, args.evaluations // args.population,
-                                 seed, Path(args.work).resolve())
-                if len(F) != args.evaluations:
-                    raise RuntimeError(f"{method} on {name} seed {seed}: {len(F)} evaluations")
-                runs.append({"problem": name, "method": method, "seed": seed, "n_evals": len(F),
-                             "hv": hypervolume(F, problem.reference), "wall_s": time.perf_counter() - start})
-                print(f"{name} {method:17s} seed={seed} HV={runs[-1]['hv']:.4f} "
-                      f"({runs[-1]['wall_s']:.1f} s)", flush=True)
-                report = {
-                    "benchmark": "bench_nsga2_peers", "revision": _revisions.current(), "uncommitted_changes": _dirty(),
-                    "commands": commands,
-                    "settings": settings, "seeds": seeds, "tune_seeds": tune_seeds,
-                    "references": {p: list(REFERENCES[p]) for p in PROBLEMS},
-                    "peer_settings": {
-                        **{f"optuna_{p}": f"study.optimize (sequential), NSGAIISampler(population_size={p}, "
-                                          "seed=seed), Optuna's defaults otherwise" for p in optuna_pops},
-                        **{f"pymoo_{p}": f"minimize(problem, NSGA2(pop_size={p}), ('n_evals', "
-                                         f"{args.evaluations}), seed=seed), pymoo's default operators"
-                           for p in pymoo_pops},
-                        "nsga2_direct": f"NSGA2 core, defaults, population {args.population}, ask/tell",
-                        "nsga2_direct_p09_eta20": f"NSGA2 core, population {args.population}, {BEFORE}",
-                        "nsga2search_tune": f"NSGA2Search, defaults, population {args.population}, tune.Tuner "
-                                            f"(max_concurrent_trials={args.population}, reuse_actors=True)"},
-                    "summary": summarise(runs, seeds, methods, tune_seeds), "runs": runs,
-                    "cpu_seconds_this_invocation": sum(os.times()[:4]) - sum(cpu0[:4]),
-                    "load_average_at_start": load_start, "load_average_at_end": os.getloadavg(),
-                    "environment": {"python": platform.python_version(), "ray": ray.__version__,
-                                    "optuna": optuna.__version__, "pymoo": pymoo.__version__,
-                                    "machine": platform.machine(), "cpus": os.cpu_count()}}
-                out_path.parent.mkdir(parents=True, exist_ok=True)
-                out_path.write_text(json.dumps(report, indent=1))
-    report = json.loads(out_path.read_text())
+            connect(None, args.num_cpus)
+        report: dict = {}
+        for name in problems:
+            problem = Problem(name, args.n_var)
+            # seed by seed, every method of a seed before the next: an interrupted run has paired seeds
+            for seed in seeds:
+                for method in methods:
+                    if (name, method, seed) in done or (method == "nsga2search_tune" and seed not in tune_seeds):
+                        continue
+                    start = time.perf_counter()
+                    if method.startswith("optuna_"):
+                        F = run_optuna(problem, int(method.split("_")[1]), args.evaluations, seed)
+                    elif method.startswith("pymoo_"):
+                        F = run_pymoo(problem, int(method.split("_")[1]), args.evaluations, seed)
+                    elif method.startswith("nsga2_direct"):
+                        variation = BEFORE if method == "nsga2_direct_p09_eta20" else {}
+                        F = run_core(problem, args.population, args.evaluations, seed, **variation)
+                    else:
+                        if args.evaluations % args.population:
+                            ap.error("the Tune runs need --evaluations divisible by --population")
+                        F = run_tune(problem, "nsga2search", args.population, args.evaluations // args.population,
+                                     seed, Path(args.work).resolve())
+                    if len(F) != args.evaluations:
+                        raise RuntimeError(f"{method} on {name} seed {seed}: {len(F)} evaluations")
+                    runs.append({"problem": name, "method": method, "seed": seed, "n_evals": len(F),
+                                 "hv": hypervolume(F, problem.reference), "wall_s": time.perf_counter() - start})
+                    print(f"{name} {method:17s} seed={seed} HV={runs[-1]['hv']:.4f} "
+                          f"({runs[-1]['wall_s']:.1f} s)", flush=True)
+                    report = {
+                        "revision": _revisions.current(), "uncommitted_changes": _dirty(),
+                        "commands": commands,
+                        "settings": settings, "seeds": seeds, "tune_seeds": tune_seeds,
+                        "references": {p: list(REFERENCES[p]) for p in PROBLEMS},
+                        "peer_settings": {
+                            **{f"optuna_{p}": f"study.optimize (sequential), NSGAIISampler(population_size={p}, "
+                                              "seed=seed), Optuna's defaults otherwise" for p in optuna_pops},
+                            **{f"pymoo_{p}": f"minimize(problem, NSGA2(pop_size={p}), ('n_evals', "
+                                             f"{args.evaluations}), seed=seed), pymoo's default operators"
+                               for p in pymoo_pops},
+                            "nsga2_direct": f"NSGA2 core, defaults, population {args.population}, ask/tell",
+                            "nsga2_direct_p09_eta20": f"NSGA2 core, population {args.population}, {BEFORE}",
+                            "nsga2search_tune": f"NSGA2Search, defaults, population {args.population}, tune.Tuner "
+                                                f"(max_concurrent_trials={args.population}, reuse_actors=True)"},
+                        "summary": summarise(runs, seeds, methods, tune_seeds), "runs": runs,
+                        "versions": {"ray": ray.__version__, "optuna": optuna.__version__,
+                                     "pymoo": pymoo.__version__}}
+                    out_path.parent.mkdir(parents=True, exist_ok=True)
+                    out_path.write_text(json.dumps(report, indent=1))
+        report = figures_of(json.loads(out_path.read_text()))  # this run's, or all resumed from the last
+        bench.figures.update(report)
     for p, cell in report["summary"].items():
         line = "  ".join(f"{m} {c['mean']:.3f}±{c['sd']:.3f}" for m, c in cell.items()
                          if isinstance(c, dict) and "mean" in c and c["sd"] is not None)

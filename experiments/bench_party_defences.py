@@ -23,12 +23,13 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+from _harness import Benchmark, figures_of  # this folder's harness (the script's own folder is on sys.path)
 
 _HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(_HERE.parent / "tests"))  # the attacker's tools
@@ -135,7 +136,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5, help="seeds per setting for utility (default: %(default)s)")
     parser.add_argument("--trainings", type=int, default=3, help="BFV trainings per setting (default: %(default)s)")
     parser.add_argument("--before", default=None, help="also run the flood part on this git revision")
-    parser.add_argument("--out", default=None, help="write the results as JSON here")
+    parser.add_argument("--out", default="results/bench_party_defences.json", help="default: %(default)s")
     args = parser.parse_args()
     parts, datasets, epsilons = args.parts.split(","), args.datasets.split(","), args.epsilons.split(",")
     bad = sorted(set(parts) - set(PARTS)) + sorted(set(datasets) - set(DATASETS))
@@ -143,22 +144,21 @@ def main() -> None:
     if bad or args.seeds < 1 or args.trainings < 1:
         parser.exit(2, f"{parser.prog}: error: unknown parts, datasets or epsilons {bad} (parts {list(PARTS)}, "
                        f"datasets {list(DATASETS)}, epsilons {OFF!r} or numbers), or --seeds/--trainings < 1\n")
-    results: dict = {"load_average_start": os.getloadavg()}
-    if "attacks" in parts:
-        results["attacks"] = attacks(datasets, epsilons)
-    if "utility" in parts:
-        results["utility"] = utility(datasets, epsilons, args.seeds)
-    if "flood" in parts:
-        results["flood"] = flood(args.trainings)
-        if args.before:
-            from _revisions import checkout, run_script
+    with Benchmark("bench_party_defences", args.out) as bench:
+        results: dict = {}
+        if "attacks" in parts:
+            results["attacks"] = attacks(datasets, epsilons)
+        if "utility" in parts:
+            results["utility"] = utility(datasets, epsilons, args.seeds)
+        if "flood" in parts:
+            results["flood"] = flood(args.trainings)
+            if args.before:
+                from _revisions import checkout, run_script
 
-            with checkout(args.before) as tree:
-                before = run_script(tree, __file__, ["--parts", "flood", "--trainings", str(args.trainings)])
-            results["flood_before"] = {"revision": args.before, **before["flood"]}
-    results["load_average_end"] = os.getloadavg()
-    if args.out:
-        Path(args.out).write_text(json.dumps(results, indent=2))
+                with checkout(args.before) as tree:
+                    before = run_script(tree, __file__, ["--parts", "flood", "--trainings", str(args.trainings)])
+                results["flood_before"] = {"revision": args.before, **figures_of(before)["flood"]}
+        bench.figures.update(results)
 
 
 if __name__ == "__main__":

@@ -36,11 +36,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import time
 from collections import Counter
-from pathlib import Path
+
+from _harness import Benchmark, figures_of  # this folder's harness (the script's own folder is on sys.path)
 
 OWNER = "bench-owner-" + "x" * 16
 PARAM_SETS = {"default": dict(n_federated_trees=10, n_local_trees=0, max_depth=4, learning_rate=0.3),
@@ -179,33 +179,32 @@ def main() -> None:
     bad = sorted(set(backends) - {"plain", "bfv"}) + sorted(set(paths) - {"worker", "local", "actor"})
     if bad:
         parser.error(f"unknown backends or paths {bad}; backends: plain, bfv; paths: worker, local, actor")
-    before = None
-    if args.before:
-        argv = ["--trainings", str(args.trainings), "--params", args.params, "--dataset", args.dataset,
-                "--backends", args.backends,
-                "--paths", args.paths] + (["--quick"] if args.quick else [])
-        before = _before(args.before, argv)
-    import ray
+    with Benchmark("bench_party_wire", args.out) as bench:
+        before = None
+        if args.before:
+            argv = ["--trainings", str(args.trainings), "--params", args.params, "--dataset", args.dataset,
+                    "--backends", args.backends,
+                    "--paths", args.paths] + (["--quick"] if args.quick else [])
+            before = _before(args.before, argv)
+        from raytune_fed.runtime import connect
+        from raytune_fed.workflows.cmosb import load_task
 
-    from raytune_fed.workflows.cmosb import load_task
-
-    n = 2 if args.quick else args.trainings
-    task = load_task(args.dataset)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    base = PARAM_SETS[args.params]
-    out = {"benchmark": "party_wire", "machine": platform.machine(), "python": platform.python_version(),
-           "n_cpus": os.cpu_count(), "load_average": os.getloadavg(), "params": base, "params_name": args.params,
-           "dataset": args.dataset,
-           "trainings": n, "cells": []}
-    for he in backends:
-        for path in paths:
-            cell = _run(path, he, n, task, base)
-            out["cells"].append(cell)
-            print(json.dumps(cell), flush=True)
-    if before is not None:
-        out["before"] = {"revision": args.before, "load_average": before["load_average"], "cells": before["cells"]}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=2))
+        n = 2 if args.quick else args.trainings
+        task = load_task(args.dataset)
+        connect(num_cpus=2)  # a local session of its own, even where another Ray runs on the machine
+        base = PARAM_SETS[args.params]
+        out = {"benchmark": "party_wire", "params": base, "params_name": args.params,
+               "dataset": args.dataset,
+               "trainings": n, "cells": []}
+        for he in backends:
+            for path in paths:
+                cell = _run(path, he, n, task, base)
+                out["cells"].append(cell)
+                print(json.dumps(cell), flush=True)
+        if before is not None:
+            out["before"] = {"revision": args.before, "cells": figures_of(before)["cells"],
+                             "load_average": before.get("load_average")}
+        bench.figures.update(out)
     print(f"wrote {args.out}")
 
 

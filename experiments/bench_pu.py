@@ -41,14 +41,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
-import time
 from pathlib import Path
 
 import numpy as np
 
 from raytune_fed.grid import InProcessExecutor, RayExecutor, make_progress
 from raytune_fed.workflows.pu import PUGridSettings, run_grid, summarize
+
+from _harness import Benchmark  # this folder's harness (the script's own folder is on sys.path)
 
 DATASETS = ("twonorm", "spambase", "chess", "sat", "texture", "titanic")
 CS = (0.01, 0.05, 0.1, 0.2)
@@ -229,18 +229,24 @@ def paired_with_ode(rows: list, ode: str = "ode-ipm-selfpaced") -> dict:
 _CELL_KEYS = ("dataset", "c", "rep", "variant", "test_auc", "prior", "true_prior", "n_labelled", "no_selection")
 
 
-def write_measured(report: dict, directory: Path) -> None:
-    """One compact JSON per part: settings, tables, the comparison, and per cell its test AUC and prior."""
+def write_measured(record: dict, directory: Path) -> None:
+    """One compact JSON per part: settings, tables, the comparison, and per cell its test AUC and prior.
+
+    Each is the run's harness record (``record``: revision, machine, load, CPU of the whole run) with the part's
+    numbers as its figures and ``bench_pu_<part>`` as its name.
+    """
+    report = record["figures"]
     directory.mkdir(parents=True, exist_ok=True)
     parts = {name: part for name, part in report.items() if name in PARTS}
     for name, part in parts.items():
         grids = part if name == "readings" else {name: part}
-        body = {"command": report["settings"], "machine": report["machine"], "comparison": report["comparison"],
+        body = {"settings": report["settings"], "comparison": report["comparison"],
                 "datasets": report.get("datasets"),
                 "grids": {g: {"settings": v["settings"], "tables": v["tables"],
                               "cells": [{k: r.get(k) for k in _CELL_KEYS} for r in v["rows"]]}
                           for g, v in grids.items()}}
-        (directory / f"bench_pu_{name}.json").write_text(json.dumps(body, separators=(",", ":"), default=str))
+        part_record = {**record, "benchmark": f"bench_pu_{name}", "figures": body, "headline": {}}
+        (directory / f"bench_pu_{name}.json").write_text(json.dumps(part_record, separators=(",", ":"), default=str))
 
 
 def main(argv=None) -> None:
@@ -286,20 +292,16 @@ def main(argv=None) -> None:
     unknown = sorted(set(args.readings) - set(READINGS))
     if unknown:
         p.error(f"unknown readings {unknown}; known: {list(READINGS)}")
-
-    report: dict = {"settings": vars(args), "paper": PAPER,
-                    "machine": {"python": platform.python_version(), "platform": platform.platform()}}
-    started = time.perf_counter()
-    for part in args.parts:
-        report[part] = globals()[f"part_{part}"](args)
-    report["comparison"] = comparison(report)
-    report["datasets"] = dataset_sizes(dict.fromkeys([*args.datasets, "satimage"]))
-    report["seconds"] = time.perf_counter() - started
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2, default=str))
+    with Benchmark("bench_pu", out, argv) as bench:
+        report: dict = {"settings": vars(args), "paper": PAPER}
+        for part in args.parts:
+            report[part] = globals()[f"part_{part}"](args)
+        report["comparison"] = comparison(report)
+        report["datasets"] = dataset_sizes(dict.fromkeys([*args.datasets, "satimage"]))
+        bench.figures.update(report)
     if args.measured:
-        write_measured(report, Path(args.measured))
+        write_measured(json.loads(out.read_text()), Path(args.measured))
     print(json.dumps(report["comparison"], indent=2))
 
 

@@ -35,8 +35,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +44,8 @@ from scipy.stats import spearmanr
 
 from raytune_fed.grid import Cell, CellResult, InProcessExecutor, RayExecutor, make_progress, run_cells
 from raytune_fed.store import ResultStore
+
+from _harness import Benchmark  # this folder's harness (the script's own folder is on sys.path)
 
 DATASETS = ("twonorm", "spambase", "chess", "sat", "texture", "titanic")
 CS = (0.01, 0.05, 0.1, 0.2)
@@ -217,29 +217,26 @@ def main(argv=None) -> None:
     p.add_argument("--root", default="results/bench_pu_criterion")
     p.add_argument("--out", default="experiments/measured/bench_pu_criterion.json")
     args = p.parse_args(argv)
-    cells = [CriterionCell(d, c, rep, args.seed, args.draws, args.prior)
-             for d in args.datasets for c in args.c for rep in range(args.reps)]
-    if args.in_process:
-        executor = InProcessExecutor()
-    else:
-        from raytune_fed.runtime import connect
-
-        connect(None, args.num_cpus)
-        executor = RayExecutor()
-    started = time.perf_counter()
-    result = run_cells(cells, run_cell, ResultStore(args.root), executor, progress=make_progress(),
-                       name="pu_criterion")
-    rows = [r for rec in result.records for r in rec.rows]
-    order = {(c.dataset, c.c, c.rep): i for i, c in enumerate(cells)}
-    rows.sort(key=lambda r: order[(r["dataset"], r["c"], r["rep"])])
-    report = {"settings": vars(args), "machine": {"python": platform.python_version(),
-                                                  "platform": platform.platform()},
-              "seconds": time.perf_counter() - started, "tables": summarize(rows),
-              "rows": [{k: v for k, v in r.items() if "_shipped_" not in k and k != "control_variate_on"}
-                       for r in rows]}
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2))
+    with Benchmark("bench_pu_criterion", out, argv) as bench:
+        cells = [CriterionCell(d, c, rep, args.seed, args.draws, args.prior)
+                 for d in args.datasets for c in args.c for rep in range(args.reps)]
+        if args.in_process:
+            executor = InProcessExecutor()
+        else:
+            from raytune_fed.runtime import connect
+
+            connect(None, args.num_cpus)
+            executor = RayExecutor()
+        result = run_cells(cells, run_cell, ResultStore(args.root), executor, progress=make_progress(),
+                           name="pu_criterion")
+        rows = [r for rec in result.records for r in rec.rows]
+        order = {(c.dataset, c.c, c.rep): i for i, c in enumerate(cells)}
+        rows.sort(key=lambda r: order[(r["dataset"], r["c"], r["rep"])])
+        report = {"settings": vars(args), "tables": summarize(rows),
+                  "rows": [{k: v for k, v in r.items() if "_shipped_" not in k and k != "control_variate_on"}
+                           for r in rows]}
+        bench.figures.update(report)
     for entry in report["tables"]:
         print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in entry.items()
                           if k.startswith(("dataset", "c", "n_", "control", "ipm_plain", "ipm_shipped",

@@ -49,11 +49,12 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
 import json  # noqa: E402
-import platform  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
+
+from _harness import Benchmark  # this folder's harness (the script's own folder is on sys.path)
 
 DATASETS = ("twonorm", "spambase", "chess", "sat", "texture", "titanic")
 METHODS = ("ode", "optuna_sh", "optuna_sh_uncapped", "ode_tune", "asha", "asha_uncapped")
@@ -330,45 +331,40 @@ def main(argv=None) -> None:
     unknown = sorted(set(args.methods) - set(METHODS))
     if unknown or "ode" not in args.methods:
         p.error(f"--methods must name 'ode' and only known methods {list(METHODS)}, got {args.methods}")
-    load_start = os.getloadavg()
-    started = time.perf_counter()
-    ray = None
-    done = Path(args.rows)
-    stored = {}
-    if done.is_file():
-        for line in done.read_text().splitlines():
-            row = json.loads(line)
-            stored[(row["dataset"], row["c"], row["rep"], row["seed"])] = row     # a later line completes an earlier
-    done.parent.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for dataset in args.datasets:
-        for c in args.c:
-            for rep in range(args.reps):
-                key = (dataset, c, rep, args.seed)
-                missing = [m for m in args.methods if m not in stored.get(key, {})]
-                if not missing:
-                    rows.append(stored[key])
-                    continue
-                if ray is None and any(m in missing for m in TUNE_METHODS):
-                    from raytune_fed.runtime import connect
-
-                    ray = connect(None, args.num_cpus)      # a local Ray session, once a split needs Tune
-                rows.append({**run_split(dataset, c, rep, args.seed, methods=missing, stored=stored.get(key)),
-                             "seed": args.seed})
-                with done.open("a") as f:
-                    f.write(json.dumps(rows[-1], default=str) + "\n")
-                r = rows[-1]
-                print(f"{dataset} c={c:g} rep={rep}: " + ", ".join(
-                    f"{m} {r[m]['test_auc']:.4f} ({r[m]['rows_fed']} rows)" for m in args.methods), flush=True)
-    if ray is not None:
-        ray.shutdown()
-    report = {"settings": vars(args), "machine": {"python": platform.python_version(),
-                                                  "platform": platform.platform()},
-              "load_average_at_start": load_start, "load_average_at_end": os.getloadavg(),
-              "seconds": time.perf_counter() - started, "table": summarize(rows), "rows": rows}
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=1, default=str))
+    with Benchmark("bench_pu_peers", out, argv) as bench:
+        ray = None
+        done = Path(args.rows)
+        stored = {}
+        if done.is_file():
+            for line in done.read_text().splitlines():
+                row = json.loads(line)
+                stored[(row["dataset"], row["c"], row["rep"], row["seed"])] = row  # a later line completes an earlier
+        done.parent.mkdir(parents=True, exist_ok=True)
+        rows = []
+        for dataset in args.datasets:
+            for c in args.c:
+                for rep in range(args.reps):
+                    key = (dataset, c, rep, args.seed)
+                    missing = [m for m in args.methods if m not in stored.get(key, {})]
+                    if not missing:
+                        rows.append(stored[key])
+                        continue
+                    if ray is None and any(m in missing for m in TUNE_METHODS):
+                        from raytune_fed.runtime import connect
+
+                        ray = connect(None, args.num_cpus)      # a local Ray session, once a split needs Tune
+                    rows.append({**run_split(dataset, c, rep, args.seed, methods=missing, stored=stored.get(key)),
+                                 "seed": args.seed})
+                    with done.open("a") as f:
+                        f.write(json.dumps(rows[-1], default=str) + "\n")
+                    r = rows[-1]
+                    print(f"{dataset} c={c:g} rep={rep}: " + ", ".join(
+                        f"{m} {r[m]['test_auc']:.4f} ({r[m]['rows_fed']} rows)" for m in args.methods), flush=True)
+        if ray is not None:
+            ray.shutdown()
+        report = {"settings": vars(args), "table": summarize(rows), "rows": rows}
+        bench.figures.update(report)
     print(json.dumps(report["table"], indent=1))
 
 

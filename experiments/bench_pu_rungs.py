@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from _harness import Benchmark  # this folder's harness (the script's own folder is on sys.path)
 
 VARIANTS = {"shipped": {}, "nocv": {"control_variate": False}, "true_prior": {"prior": "true"},
             "budget_4n": {"budget_factor": 4.0}}
@@ -140,23 +141,20 @@ def main(argv=None) -> None:
     unknown = sorted(set(args.variants) - set(VARIANTS))
     if unknown:
         p.error(f"unknown variants {unknown}; known: {list(VARIANTS)}")
-    started = time.perf_counter()
-    rows = []
-    for dataset in args.datasets:
-        for c in args.c:
-            for variant in args.variants:
-                for rep in range(args.reps):
-                    rows.append(run_split(dataset, c, rep, args.seed, variant))
-                    r = rows[-1]
-                    print(f"{dataset} c={c} {variant} rep={rep}: test AUC {r['pick_test_auc'] * 100:.1f}, basis "
-                          f"{r['settled_basis']}, decided on {r['decided_rows']} rows, variate "
-                          f"{'on' if r['control_variate_on'] else 'off'}, prior {r['prior']:.3f}", flush=True)
-    report = {"settings": vars(args), "machine": {"python": platform.python_version(),
-                                                  "platform": platform.platform()},
-              "seconds": time.perf_counter() - started, "tables": summarize(rows), "rows": rows}
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2, default=str))
+    with Benchmark("bench_pu_rungs", out, argv) as bench:
+        rows = []
+        for dataset in args.datasets:
+            for c in args.c:
+                for variant in args.variants:
+                    for rep in range(args.reps):
+                        rows.append(run_split(dataset, c, rep, args.seed, variant))
+                        r = rows[-1]
+                        print(f"{dataset} c={c} {variant} rep={rep}: test AUC {r['pick_test_auc'] * 100:.1f}, basis "
+                              f"{r['settled_basis']}, decided on {r['decided_rows']} rows, variate "
+                              f"{'on' if r['control_variate_on'] else 'off'}, prior {r['prior']:.3f}", flush=True)
+        report = {"settings": vars(args), "tables": summarize(rows), "rows": rows}
+        bench.figures.update(report)
     for entry in report["tables"]:
         print(json.dumps(entry))
 

@@ -32,7 +32,6 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
 import json  # noqa: E402
-import platform  # noqa: E402
 import time  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -42,6 +41,8 @@ import numpy as np  # noqa: E402
 
 from raytune_fed.grid import Cell, CellResult, InProcessExecutor, make_progress, run_cells  # noqa: E402
 from raytune_fed.store import ResultStore  # noqa: E402
+
+from _harness import Benchmark  # this folder's harness (the script's own folder is on sys.path)
 
 DATASETS = ("sat", "spambase", "texture", "titanic", "twonorm")
 PAPER = {"sat": {"wsvm": 101.3, "upu": 13.5, "nnpu": 7.4, "ode": 6.4},
@@ -165,21 +166,17 @@ def main(argv=None) -> None:
     p.add_argument("--root", default="results/bench_pu_timing")
     p.add_argument("--out", default="experiments/measured/bench_pu_timing.json")
     args = p.parse_args(argv)
-    cells = [TimingCell(d, rep, args.seed, args.nnpu_sample) for d in args.datasets for rep in range(args.reps)]
-    load = os.getloadavg()
-    started = time.perf_counter()
-    result = run_cells(cells, run_cell, ResultStore(args.root), InProcessExecutor(), progress=make_progress(),
-                       name="pu_timing")
-    rows = [{**row, **timing} for rec in result.records for row, timing in zip(rec.rows, rec.timing)]
-    threads = {k: os.environ[k] for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
-    report = {"settings": vars(args), "threads": threads,
-              "load_average_at_start": load, "load_average_at_end": os.getloadavg(),
-              "machine": {"python": platform.python_version(), "platform": platform.platform(),
-                          "cpus": os.cpu_count()},
-              "seconds": time.perf_counter() - started, "table6": _table(rows), "rows": rows}
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2))
+    with Benchmark("bench_pu_timing", out, argv) as bench:
+        cells = [TimingCell(d, rep, args.seed, args.nnpu_sample) for d in args.datasets for rep in range(args.reps)]
+        result = run_cells(cells, run_cell, ResultStore(args.root), InProcessExecutor(), progress=make_progress(),
+                           name="pu_timing")
+        rows = [{**row, **timing} for rec in result.records for row, timing in zip(rec.rows, rec.timing)]
+        threads = {k: os.environ[k] for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+        report = {"settings": vars(args), "threads": threads, "table6": _table(rows), "rows": rows}
+        bench.figures.update(report)
+        bench.headline.update({k: v for k, v in report["table6"].items()
+                               if k.startswith("mean") and isinstance(v, (int, float))})
     print(json.dumps({k: v for k, v in report["table6"].items() if k.startswith(("mean", "paper"))}, indent=1))
 
 

@@ -32,7 +32,6 @@ import argparse
 import json
 import os
 import shutil
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -43,6 +42,8 @@ import pandas as pd
 from raytune_fed.grid import make_progress
 from raytune_fed.runtime import connect
 from raytune_fed.workflows.rfms import RFMSSettings, run_grid
+
+from _harness import Benchmark  # this folder's harness (the script's own folder is on sys.path)
 
 
 def _grid_stats(frame: pd.DataFrame, wall: float, n_cpus: int) -> dict:
@@ -108,32 +109,32 @@ def main() -> None:
             p.error(f"a setup is guard<k>_<actor|service|local>, got {name!r}")
         setups[name] = (int(guard[5:]), deployment)
 
-    n_init, n_iter = (4, 4) if args.quick else (args.n_init, args.n_iter)
-    n_pairs = 2 if args.quick else args.pairs
-    learners = ["svm"] if args.quick else args.learners.split(",")
-    ray = connect(args.address)
-    n_cpus = int(ray.cluster_resources().get("CPU", os.cpu_count() or 1))
-    work = Path(args.out).with_suffix("")
-    report = {"command": " ".join(["python experiments/bench_rfms.py", *sys.argv[1:]]),
-              "n_cpus": n_cpus, "n_init": n_init, "n_iter": n_iter, "n_pairs": n_pairs, "n_reps": args.reps,
-              "learners": learners, "setups": list(setups), "grids": {}}
-    grids = {"geo5_sim_natural": RFMSSettings(dataset="geo5_sim", split="natural", n_init=n_init, n_iter=n_iter,
-                                              seed=args.seed),
-             f"{args.drc_dataset}_drc10": RFMSSettings(dataset=args.drc_dataset, split="drc", pca_variance=0.1,
-                                                       n_init=n_init, n_iter=n_iter, seed=args.seed)}
-    for name, settings in grids.items():
-        report["grids"][name] = {}
-        for setup, (guard_k, deployment) in setups.items():
-            out = work / name / setup
-            shutil.rmtree(out, ignore_errors=True)  # fresh: utilisation must not count resumed units
-            start = time.time()
-            frame = run_grid(replace(settings, guard_k=guard_k), learners=learners, n_reps=args.reps, n_pairs=n_pairs,
-                             out=out, address=args.address, progress=make_progress(), sites=deployment)
-            stats = _grid_stats(frame, time.time() - start, n_cpus)
-            report["grids"][name][setup] = stats
-            print(json.dumps({name: {setup: {k: v for k, v in stats.items() if k != "hypervolume"}}}, indent=2))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2))
+    with Benchmark("bench_rfms", args.out) as bench:
+        n_init, n_iter = (4, 4) if args.quick else (args.n_init, args.n_iter)
+        n_pairs = 2 if args.quick else args.pairs
+        learners = ["svm"] if args.quick else args.learners.split(",")
+        ray = connect(args.address)
+        n_cpus = int(ray.cluster_resources().get("CPU", os.cpu_count() or 1))
+        work = Path(args.out).with_suffix("")
+        report = {"n_cpus": n_cpus, "n_init": n_init, "n_iter": n_iter, "n_pairs": n_pairs, "n_reps": args.reps,
+                  "learners": learners, "setups": list(setups), "grids": {}}
+        grids = {"geo5_sim_natural": RFMSSettings(dataset="geo5_sim", split="natural", n_init=n_init, n_iter=n_iter,
+                                                  seed=args.seed),
+                 f"{args.drc_dataset}_drc10": RFMSSettings(dataset=args.drc_dataset, split="drc", pca_variance=0.1,
+                                                           n_init=n_init, n_iter=n_iter, seed=args.seed)}
+        for name, settings in grids.items():
+            report["grids"][name] = {}
+            for setup, (guard_k, deployment) in setups.items():
+                out = work / name / setup
+                shutil.rmtree(out, ignore_errors=True)  # fresh: utilisation must not count resumed units
+                start = time.time()
+                frame = run_grid(replace(settings, guard_k=guard_k), learners=learners, n_reps=args.reps,
+                                 n_pairs=n_pairs,
+                                 out=out, address=args.address, progress=make_progress(), sites=deployment)
+                stats = _grid_stats(frame, time.time() - start, n_cpus)
+                report["grids"][name][setup] = stats
+                print(json.dumps({name: {setup: {k: v for k, v in stats.items() if k != "hypervolume"}}}, indent=2))
+        bench.figures.update(report)
     for name, by_setup in report["grids"].items():
         print(f"\n{name}: mean hypervolume per setup ({', '.join(by_setup)})")
         tables = {setup: {(r["learner"], r["method"]): r["mean"] for r in g["hypervolume"]}

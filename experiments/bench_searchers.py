@@ -54,14 +54,15 @@ import json
 import logging
 import math
 import os
-import platform
 import pstats
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
+
+from _harness import Benchmark, figures_of  # this folder's harness (the script's own folder is on sys.path)
 
 MULTI = ("parego", "parego_v0", "random", "nsga2", "tpe", "optuna_gp")
 SINGLE = ("gp", "gp_v0", "random", "tpe", "optuna_gp")
@@ -309,7 +310,7 @@ def run_before(revision: str, args) -> tuple[list, list]:
                                ("quality", ["--methods", "parego", "gp", "--seeds", str(args.seeds),
                                             "--n-evals", str(args.n_evals), "--n-initial", str(args.n_initial),
                                             "--problems", *args.problems])):
-            outputs[command] = run_script(tree, __file__, [command, *common, *extra])
+            outputs[command] = figures_of(run_script(tree, __file__, [command, *common, *extra]))
     return outputs["profile"]["profile"], outputs["quality"]["runs"]
 
 
@@ -389,7 +390,7 @@ def _shares(prof: cProfile.Profile) -> dict:
 def _environment() -> dict:
     import importlib
 
-    env = {"python": platform.python_version(), "machine": platform.machine()}
+    env: dict = {}
     for mod in ("numpy", "scipy", "sklearn", "ray", "optuna", "pymoo", "torch", "raytune_fed"):
         try:
             m = importlib.import_module(mod)
@@ -437,35 +438,33 @@ def main(argv: list[str] | None = None) -> dict:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
     except ImportError:
         pass
-    t0 = time.perf_counter()
-    if args.command == "compare":
-        parts = [json.loads(Path(f).read_text()) for f in args.files]
-        runs = [r for part in parts for r in part.get("runs", [])]
-        report = {"benchmark": "bench_searchers compare", "inputs": [Path(f).name for f in args.files],
-                  "reference": args.reference,
-                  "profile": [row for part in parts for row in part.get("profile", [])], "runs": runs,
-                  "summary": summarise(runs), "paired": compare(runs, args.reference),
-                  "environments": [part.get("environment") for part in parts]}
-        print_paired(report["paired"])
-    elif args.command == "all":
-        profile = run_profile(args)["profile"]
-        runs = run_quality(args)["runs"]
-        if args.before:
-            before_profile, before_runs = run_before(args.before, args)
-            profile, runs = before_profile + profile, before_runs + runs
-        report = {"benchmark": "bench_searchers all", "settings": vars(args), "profile": profile, "runs": runs,
-                  "summary": summarise(runs), "paired": compare(runs, args.reference),
-                  "environment": _environment()}
-        print_paired(report["paired"])
-    else:
-        body = run_profile(args) if args.command == "profile" else run_quality(args)
-        report = {"benchmark": f"bench_searchers {args.command}", "settings": vars(args), **body,
-                  "environment": _environment()}
-    report["total_wall_s"] = time.perf_counter() - t0
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2, default=str))
-    print(f"total {report['total_wall_s']:.0f}s; wrote {out}")
+    with Benchmark(f"bench_searchers_{args.command}", out, argv) as bench:
+        if args.command == "compare":
+            parts = [figures_of(json.loads(Path(f).read_text())) for f in args.files]
+            runs = [r for part in parts for r in part.get("runs", [])]
+            report = {"benchmark": "bench_searchers compare", "inputs": [Path(f).name for f in args.files],
+                      "reference": args.reference,
+                      "profile": [row for part in parts for row in part.get("profile", [])], "runs": runs,
+                      "summary": summarise(runs), "paired": compare(runs, args.reference),
+                      "environments": [part.get("environment") for part in parts]}
+            print_paired(report["paired"])
+        elif args.command == "all":
+            profile = run_profile(args)["profile"]
+            runs = run_quality(args)["runs"]
+            if args.before:
+                before_profile, before_runs = run_before(args.before, args)
+                profile, runs = before_profile + profile, before_runs + runs
+            report = {"benchmark": "bench_searchers all", "settings": vars(args), "profile": profile, "runs": runs,
+                      "summary": summarise(runs), "paired": compare(runs, args.reference),
+                      "environment": _environment()}
+            print_paired(report["paired"])
+        else:
+            body = run_profile(args) if args.command == "profile" else run_quality(args)
+            report = {"benchmark": f"bench_searchers {args.command}", "settings": vars(args), **body,
+                      "environment": _environment()}
+        bench.figures.update(report)
+    print(f"wrote {out}")
     return report
 
 

@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -29,37 +27,39 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the at
 import lifetime_attacks as la  # noqa: E402
 from site_targets import X, Y, build_target, policy  # noqa: E402
 
+from _harness import Benchmark  # this folder's harness (the script's own folder is on sys.path)
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="results/bench_selection_decoder.json")
     parser.add_argument("--seeds", type=int, default=10, help="site seeds 11, 12, ...")
     args = parser.parse_args()
-    from sklearn.linear_model import LogisticRegression
+    with Benchmark("bench_selection_decoder", args.out) as bench:
+        from sklearn.linear_model import LogisticRegression
 
-    start, cpu = time.time(), time.process_time()
-    runs = []
-    for seed in range(11, 11 + args.seeds):
-        data = policy(Path(tempfile.mkdtemp()), bare=True)
-        data["seed"] = seed
-        target = build_target("local", data)
-        runs.append({"seed": seed, **la.select_and_label(target.client, X, Y)})
-        for fn in target.cleanup:
-            fn()
-        print(json.dumps(runs[-1]), flush=True)
-    acc = [r["accuracy"] for r in runs]
-    splits = [float(np.mean((X[:, j] > np.median(X[:, j])) == Y)) for j in range(X.shape[1])]
-    out = {
-        "command": "python experiments/bench_selection_decoder.py", "rows": len(Y),
-        "majority": float(max(np.mean(Y), 1 - np.mean(Y))), "answers": len(Y) // 8,
-        "summary": {"mean_accuracy": float(np.mean(acc)), "min": min(acc), "max": max(acc),
-                    "sd": float(np.std(acc, ddof=1))},
-        "references": {"best_median_split_chosen_with_the_labels": max(max(s, 1 - s) for s in splits),
-                       "logistic_regression_on_all_labels_in_sample": float(LogisticRegression().fit(X, Y).score(X, Y))},
-        "runs": runs, "cpu_seconds": round(time.process_time() - cpu, 1), "wall_seconds": round(time.time() - start, 1),
-        "load_average": os.getloadavg()}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=2))
+        runs = []
+        for seed in range(11, 11 + args.seeds):
+            data = policy(Path(tempfile.mkdtemp()), bare=True)
+            data["seed"] = seed
+            target = build_target("local", data)
+            runs.append({"seed": seed, **la.select_and_label(target.client, X, Y)})
+            for fn in target.cleanup:
+                fn()
+            print(json.dumps(runs[-1]), flush=True)
+        acc = [r["accuracy"] for r in runs]
+        splits = [float(np.mean((X[:, j] > np.median(X[:, j])) == Y)) for j in range(X.shape[1])]
+        out = {
+            "rows": len(Y),
+            "majority": float(max(np.mean(Y), 1 - np.mean(Y))), "answers": len(Y) // 8,
+            "summary": {"mean_accuracy": float(np.mean(acc)), "min": min(acc), "max": max(acc),
+                        "sd": float(np.std(acc, ddof=1))},
+            "references": {"best_median_split_chosen_with_the_labels": max(max(s, 1 - s) for s in splits),
+                           "logistic_regression_on_all_labels_in_sample":
+                               float(LogisticRegression().fit(X, Y).score(X, Y))},
+            "runs": runs}
+        bench.figures.update(out)
+        bench.headline.update({"mean_accuracy": out["summary"]["mean_accuracy"], "majority": out["majority"]})
     print(json.dumps(out["summary"]), json.dumps(out["references"]))
 
 

@@ -6,7 +6,7 @@ copy of the ledger put back), and returns what it got: answers beyond the lifeti
 ledger bytes it made the site write without being charged, CPU seconds or memory a request
 cost the site.  ``tests/test_attacks_site_life.py`` runs them against the site in-process,
 as a Ray actor and as a TLS service and asserts that each fails;
-``experiments/attacks_on_8403454.py`` runs the same functions against the code of commit
+The one-off ``attacks_on_8403454.py`` (git history) ran the same functions against the code of commit
 8403454, where each succeeds.  Only client calls both revisions share are used.
 """
 

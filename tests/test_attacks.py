@@ -3,7 +3,7 @@
 Each test plays one attack class of issue 7 with only what the project gives an analyst
 (a :class:`SiteClient`, its sessions, public learner declarations) against the same site
 in-process, as a Ray actor and as a TLS network service, and shows it refused or useless.
-``experiments/attacks_on_41bffa9.py`` runs the same attacks against the sites before this
+The one-off ``attacks_on_41bffa9.py`` (git history) ran the same attacks against the sites before this
 work; its measured output (``experiments/measured/attacks_on_41bffa9.json``) shows each
 succeeding there.
 """

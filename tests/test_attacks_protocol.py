@@ -2,7 +2,7 @@
 
 Same setting as ``test_attacks.py``: one site in-process, as a Ray actor and as a TLS
 service, the attacker holding only a :class:`SiteClient`.  The old behaviour each test
-answers is measured by ``experiments/attacks_on_41bffa9.py``.
+answers was measured by the one-off ``attacks_on_41bffa9.py`` (git history).
 """
 
 from __future__ import annotations

@@ -114,7 +114,7 @@ def test_bundle_holds_one_wheel_of_this_source_and_the_pins(tmp_path):
         names = set(z.namelist())
     assert {"raytune_fed/cluster.py", "raytune_fed/cli/cluster.py"} <= names
     assert any(n.startswith("raytune_fed/data/files/") for n in names), "the embedded datasets travel with it"
-    assert not any(n.startswith(("tests/", "experiments/")) for n in names)
+    assert not any(n.startswith(("tests/", "experiments/", "tools/")) for n in names)
     lines = (out / CONSTRAINTS).read_text().splitlines()
     assert [ln for ln in lines if not ln.startswith("#")] == pinned_distributions()[0]
 

@@ -1,4 +1,4 @@
-"""``experiments/fresh_clone.py`` and ``suite_cpu.py``: output parsed right; bad options end with one line, exit 2."""
+"""``tools/fresh_clone.py`` and ``suite_cpu.py``: output parsed right; bad options end with one line, exit 2."""
 
 import importlib.util
 import sys
@@ -6,12 +6,11 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "fresh_clone.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "tools" / "fresh_clone.py"
 
 
 @pytest.fixture(scope="module")
 def script():
-    sys.path.insert(0, str(SCRIPT.parent))  # as when it runs as a script: its folder's _harness imports
     spec = importlib.util.spec_from_file_location("fresh_clone", SCRIPT)
     module = importlib.util.module_from_spec(spec)
     sys.modules["fresh_clone"] = module

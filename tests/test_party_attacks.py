@@ -1,8 +1,8 @@
 """A deviating active party against the passive party, on every transport (the attacks of issue 16, leak 6).
 
 The attacker (``party_attacker``) holds trainings the owner admitted and speaks only the
-protocol.  On d8d2749 each attack here succeeded completely (``python
-experiments/attacks_on_d8d2749_party.py``, ``experiments/measured/attacks_on_d8d2749_party.json``).
+protocol.  On d8d2749 each attack here succeeded completely (the one-off
+``attacks_on_d8d2749_party.py``, in git history; ``experiments/measured/attacks_on_d8d2749_party.json``).
 """
 
 import numpy as np

@@ -1,6 +1,6 @@
 """``make demo`` run several times, on this checkout and on another revision: is its table the same?
 
-    python experiments/demo_repeat.py --runs 2 --before d8d2749 --out experiments/measured/demo_repeat.json
+    python tools/demo_repeat.py --runs 2 --before d8d2749 --out experiments/measured/demo_repeat.json
 
 Each run is ``raytune-fed demo --out DIR`` (what ``make demo`` runs: 2 openbox/lockbox pairs,
 1 replication, elastic net, sites as Ray actors) in a fresh output directory.  For every run
@@ -22,8 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))  # _revisions
 
 
 def one_run(out: Path) -> dict:
@@ -66,7 +65,7 @@ def main() -> None:
     if args.here:
         out.write_text(json.dumps({"runs": now}))
         return
-    result = {"command": "python experiments/demo_repeat.py " + " ".join(sys.argv[1:]),
+    result = {"command": "python tools/demo_repeat.py " + " ".join(sys.argv[1:]),
               "load_average_at_end": os.getloadavg(), "now": {"runs": now, "differing_rows": differing(now)}}
     if args.before:
         from _revisions import checkout, run_script

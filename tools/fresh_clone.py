@@ -1,8 +1,8 @@
 """What a newcomer meets: a fresh clone's ``make demo`` then ``make test``, timed.
 
-    python experiments/fresh_clone.py --out experiments/measured/fresh_clone.json
-    python experiments/fresh_clone.py --busy 2 --out experiments/measured/fresh_clone_busy.json
-    python experiments/fresh_clone.py --steps test-pure --out results/try.json   # a short check of the script
+    python tools/fresh_clone.py --out experiments/measured/fresh_clone.json
+    python tools/fresh_clone.py --busy 2 --out experiments/measured/fresh_clone_busy.json
+    python tools/fresh_clone.py --steps test-pure --out results/try.json   # a short check of the script
 
 The repository is cloned (``git clone``, so only committed work counts; ``--revision``
 picks another commit) into a temporary directory, and each make target of ``--steps`` runs
@@ -40,9 +40,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from _harness import CpuGroup, LoadSampler
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "experiments"))  # the benchmark harness's CpuGroup and LoadSampler
+
+from _harness import CpuGroup, LoadSampler  # noqa: E402
+
 TAIL_LINES = 40
 PYTEST_CLOSING = re.compile(r"^=*\s*(?P<line>(?:\d+ \w+(?: \w+)?, )*\d+ \w+(?: \w+)? in [\d.]+s.*?)\s*=*$")
 
@@ -142,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     busy = [multiprocessing.Process(target=_busy_loop, daemon=True) for _ in range(args.busy)]
     tmp = tempfile.mkdtemp(prefix="fresh_clone_")
     clone = Path(tmp) / "raytune_fed"
-    result = {"command": "python experiments/fresh_clone.py " + " ".join(sys.argv[1:] if argv is None else argv),
+    result = {"command": "python tools/fresh_clone.py " + " ".join(sys.argv[1:] if argv is None else argv),
               "revision": commit, "steps": [], "busy_loops": args.busy, "cpu_count": os.cpu_count(),
               "python": platform.python_version(), "machine": platform.machine(),
               "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}

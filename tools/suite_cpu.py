@@ -1,10 +1,10 @@
 """CPU seconds of every test, Ray's workers and started processes included: where the suite's time goes.
 
-    python experiments/suite_cpu.py --out experiments/measured/suite_cpu.json            # make test's selection
-    python experiments/suite_cpu.py --out results/cmosb_cpu.json -- tests/test_cli_cmosb.py   # some files
+    python tools/suite_cpu.py --out experiments/measured/suite_cpu.json            # make test's selection
+    python tools/suite_cpu.py --out results/cmosb_cpu.json -- tests/test_cli_cmosb.py   # some files
 
 pytest runs (with the arguments after ``--``, default ``-m "not cluster"`` like ``make
-test``) inside a cgroup made for it (``experiments/fresh_clone.py``'s), so every process it
+test``) inside a cgroup made for it (``experiments/_harness.py``'s ``CpuGroup``), so every process it
 starts counts, including Ray's workers, which no ``getrusage`` sees (raylet ignores
 SIGCHLD).  This file is also the pytest plugin that reads the group's counter when each
 test starts and ends.  The JSON holds every test's CPU and wall seconds, the sums per file
@@ -28,6 +28,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+EXPERIMENTS = ROOT / "experiments"  # the benchmark harness's CpuGroup
 ENV_GROUP, ENV_ROWS = "SUITE_CPU_CGROUP", "SUITE_CPU_ROWS"
 
 
@@ -79,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="experiments/measured/suite_cpu.json")
     args = parser.parse_args(ours)
     pytest_args = pytest_args or ["-m", "not cluster"]
-    sys.path.insert(0, str(HERE))
+    sys.path.insert(0, str(EXPERIMENTS))
     from _harness import CpuGroup
 
     group = CpuGroup(f"suite_cpu_{os.getpid()}")
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     group.remove()
     rows = [json.loads(line) for line in rows_file.read_text().splitlines()] if rows_file.exists() else []
     rows_file.unlink(missing_ok=True)
-    result = {"command": "python experiments/suite_cpu.py " + " ".join(argv), "pytest": " ".join(command[1:]),
+    result = {"command": "python tools/suite_cpu.py " + " ".join(argv), "pytest": " ".join(command[1:]),
               "exit_code": proc.returncode, "closing_line": (proc.stdout.strip().splitlines() or [""])[-1],
               "not_passed": [line for line in proc.stdout.splitlines() if line.startswith(("FAILED ", "ERROR "))],
               "wall_seconds": round(time.monotonic() - start, 1), "cpu_source": group.kind,
