@@ -1,6 +1,6 @@
 """Running on a cluster that Ray's cluster launcher starts (``ray up cluster.yaml``).
 
-One job on each side of ``ray up``:
+What runs on each side of ``ray up``:
 
 * On the user's machine, :func:`build_bundle` writes what every node installs
   (``raytune-fed cluster bundle``): a wheel of this package built once from the source tree,
@@ -17,16 +17,23 @@ One job on each side of ``ray up``:
   such a node runs, its resource demand is what makes the autoscaler start one, and it
   asks the autoscaler only for what the node types can hold.  (Ray 2.60's launcher does
   not fill that record itself; KubeRay-style deployments report it the same way.)
+* On an on-premises machine (``cluster.local.yaml``), :func:`start_ray` and :func:`stop_ray`
+  start and stop a Ray of this cluster's own (its temporary directory, and a token in the
+  environment of every process it starts, recorded in a marker file), so a restart never
+  stops a Ray it did not start, as ``ray stop`` (every Ray process of the user) would.
+* Before ``ray up``, :func:`write_site_node_types` turns cluster.yaml's site node type
+  template into one node type per site of a dataset (``raytune-fed cluster node-types``).
 
 Ray is imported only inside the functions that talk to a cluster.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -232,3 +239,266 @@ def node_groups() -> tuple[tuple[dict[str, float], int], ...]:
         return ()
     return tuple(({r: float(a) for r, a in g.resources.items()}, int(g.max_count))
                  for g in record.node_group_configs if g.max_count > 0)
+
+
+# --- an on-premises machine: a Ray of this cluster's own, stopped alone ------------------------------------
+
+RAY_MARK = "RAYTUNE_FED_CLUSTER_RAY"
+"""The environment variable that every process of a Ray started by :func:`start_ray` inherits (its value: the
+start's token).  ``ray start`` passes its environment to the GCS, the raylet and the agents, and the raylet
+to every worker it spawns, so the token (with the descendants of the processes showing it, see
+:func:`marked_processes`) names exactly the processes of that start."""
+
+STATE_DIR = "~/.raytune-fed-ray"
+"""Where :func:`start_ray` keeps its marker file (``ray.json``); it is also Ray's temporary directory (kept
+short: Ray's Unix socket paths under it must stay below 108 bytes)."""
+
+_MARKER = "ray.json"
+_FIRST, _LAST = ("raylet",), ("gcs_server",)  # stopped first and last, as `ray stop` orders them
+
+
+def _state_dir(state_dir: str | Path) -> Path:
+    return Path(state_dir).expanduser().absolute()
+
+
+def _read_marker(state: Path) -> dict[str, Any] | None:
+    import json
+
+    try:
+        marker = json.loads((state / _MARKER).read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read the marker file {state / _MARKER}: {type(exc).__name__}: {exc}") from None
+    if not isinstance(marker, dict) or not isinstance(marker.get("token"), str) or not marker["token"]:
+        raise ConfigError(f"the marker file {state / _MARKER} names no token of a Ray start; it is not this "
+                          f"cluster's (remove it only if you know which Ray it describes)")
+    return marker
+
+
+def marked_processes(token: str) -> dict[int, str]:
+    """This user's live processes of the Ray whose start carried ``token``: those whose environment holds
+    ``RAYTUNE_FED_CLUSTER_RAY=<token>``, and their descendants (a worker that retitles itself, as Ray's do
+    with setproctitle, may overwrite the environment that ``/proc`` shows; it is still its raylet's child).
+
+    Reads ``/proc`` (Linux); another user's processes cannot be read and are never matched."""
+    proc = Path("/proc")
+    if not (proc / "self" / "environ").exists():
+        raise ConfigError("stopping only this cluster's Ray reads each process's environment in /proc; this "
+                          f"system ({sys.platform}) has none: the on-premises recipe needs Linux machines")
+    wanted = f"{RAY_MARK}={token}".encode()
+    me = os.getpid()
+    names: dict[int, str] = {}
+    parent: dict[int, int] = {}
+    found: set[int] = set()
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        pid = int(entry.name)
+        try:
+            stat = (entry / "stat").read_text()
+            state, ppid = stat[stat.rindex(")") + 2:].split()[:2]
+            if state == "Z" or (entry / "status").stat().st_uid != os.getuid():
+                continue
+            names[pid], parent[pid] = stat[stat.index("(") + 1:stat.rindex(")")], int(ppid)
+            if wanted in (entry / "environ").read_bytes().split(b"\0"):
+                found.add(pid)
+        except (OSError, ValueError, IndexError):  # gone, or not readable
+            continue
+    grown = True
+    while grown:  # the descendants of a marked process are this Ray's too
+        more = {pid for pid, ppid in parent.items() if ppid in found and pid not in found}
+        found |= more
+        grown = bool(more)
+    return {pid: names[pid] for pid in sorted(found)}
+
+
+def start_ray(ray_args: list[str], state_dir: str | Path = STATE_DIR) -> dict[str, Any]:
+    """``ray start RAY_ARGS`` with this cluster's own temporary directory and a fresh token in the environment
+    of every process it starts; the marker file records the token, the address and the processes.
+
+    Refuses while a Ray that an earlier call started is still running (:func:`stop_ray` first), and
+    refuses ``--temp-dir`` (the state directory holds it).  Returns the marker."""
+    import json
+    import secrets
+    import shutil
+    import time
+
+    if any(a == "--temp-dir" or a.startswith("--temp-dir=") for a in ray_args):
+        raise ConfigError("`raytune-fed cluster start-ray` sets Ray's --temp-dir itself (to --state-dir); "
+                          f"drop it from the ray start arguments, got {ray_args!r}")
+    if "--block" in ray_args:
+        raise ConfigError("`raytune-fed cluster start-ray` returns once Ray runs; --block does not apply")
+    state = _state_dir(state_dir)
+    old = _read_marker(state)
+    if old is not None:
+        running = marked_processes(old["token"])
+        if running:
+            raise ConfigError(f"a Ray that this cluster started is still running here ({len(running)} processes, "
+                              f"marker {state / _MARKER}); run `raytune-fed cluster stop-ray` first")
+    ray_cli = Path(sys.executable).with_name("ray")
+    ray_bin = str(ray_cli) if ray_cli.exists() else shutil.which("ray")
+    if ray_bin is None:
+        raise ConfigError("no `ray` command next to this Python or on PATH: install Ray on this machine")
+    temp = state
+    try:
+        temp.mkdir(parents=True, exist_ok=True)
+        (state / _MARKER).unlink(missing_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot prepare the state directory {state}: {exc.strerror or exc}") from None
+    token = secrets.token_hex(12)
+    marker: dict[str, Any] = {"token": token, "started": time.time(), "temp_dir": str(temp),
+                              "ray_start": [*ray_args, f"--temp-dir={temp}"]}
+    # the marker first: if `ray start` fails half-way, stop_ray still finds what it left running
+    (state / _MARKER).write_text(json.dumps(marker, indent=1) + "\n")
+    done = subprocess.run([ray_bin, "start", *marker["ray_start"]], env={**os.environ, RAY_MARK: token},
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    sys.stdout.write(done.stdout)
+    sys.stderr.write(done.stderr)
+    if done.returncode != 0:
+        stop_ray(state)
+        last = (done.stderr.strip().splitlines() or done.stdout.strip().splitlines() or ["no output"])[-1]
+        raise ConfigError(f"ray start {' '.join(ray_args)} failed (exit {done.returncode}): {last}")
+    try:  # the GCS address Ray itself recorded for this start (its temp dir, not the machine's shared one)
+        address = (temp / "ray_current_cluster").read_text().strip()
+    except OSError:
+        address = ""
+    marker.update(address=address, pids=sorted(marked_processes(token)))
+    (state / _MARKER).write_text(json.dumps(marker, indent=1) + "\n")
+    return marker
+
+
+def stop_ray(state_dir: str | Path = STATE_DIR, grace_seconds: float = 10.0) -> list[int]:
+    """Stop the Ray that :func:`start_ray` started from ``state_dir``, and nothing else: the processes carrying
+    its token (raylets first, the GCS last; SIGTERM, then SIGKILL after ``grace_seconds``).  No marker: no Ray
+    of this cluster runs here, nothing is stopped.  Returns the PIDs stopped; the marker is removed."""
+    import signal
+    import time
+
+    state = _state_dir(state_dir)
+    marker = _read_marker(state)
+    if marker is None:
+        return []
+    token, stopped = marker["token"], set[int]()
+    for group in ("first", "rest", "last"):
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            running = {pid: name for pid, name in marked_processes(token).items()
+                       if (name not in _LAST if group == "rest" else name in (_FIRST if group == "first" else _LAST))}
+            for pid in running:
+                try:
+                    os.kill(pid, sig)
+                    stopped.add(pid)
+                except ProcessLookupError:
+                    pass
+            give_up = time.monotonic() + (grace_seconds if sig == signal.SIGTERM else 5.0)
+            while running and time.monotonic() < give_up:
+                time.sleep(0.2)
+                running = {pid: n for pid, n in running.items() if pid in marked_processes(token)}
+            if not running:
+                break
+    left = marked_processes(token)
+    if left:
+        raise ConfigError(f"processes of this cluster's Ray outlived SIGKILL: {sorted(left)}; marker kept at "
+                          f"{state / _MARKER}")
+    (state / _MARKER).unlink(missing_ok=True)
+    return sorted(stopped)
+
+
+def ray_address(state_dir: str | Path = STATE_DIR) -> str:
+    """The GCS address of the Ray that :func:`start_ray` started from ``state_dir`` (ConfigError: none runs)."""
+    state = _state_dir(state_dir)
+    marker = _read_marker(state)
+    if marker is None or not marker.get("address"):
+        raise ConfigError(f"no Ray of this cluster runs on this machine (no address in {state / _MARKER}); "
+                          f"`ray up` starts one")
+    return str(marker["address"])
+
+
+# --- site node types from a dataset's sites ----------------------------------------------------------------
+
+SITE_TEMPLATE = "site:site0"
+"""The resource of cluster.yaml's site node type: the template :func:`site_node_types` copies once per site."""
+
+SITE_NODE_TYPE = "ray.worker.site.{site}"
+_SITE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def dataset_site_names(dataset: str, *, target: str | None = None, site_column: str | None = None) -> tuple[str, ...]:
+    """The sites of ``dataset``'s natural split, in its order (what an RFMS grid calls them)."""
+    from raytune_fed.data import load_dataset
+
+    ds = load_dataset(dataset, target=target, site_column=site_column)
+    if not ds.site_names:
+        raise ConfigError(f"dataset {dataset!r} has no sites of its own (a pooled dataset: its split into sites "
+                          f"is made per grid); give a dataset with sites, e.g. 'geo5_sim' or a file with --site-column")
+    bad = [s for s in ds.site_names if not _SITE_NAME.match(s)]
+    if bad:
+        raise ConfigError(f"dataset {dataset!r}: site names must use only letters, digits, '_', '.' and '-' to "
+                          f"name a node type and its resource site:<name>, got {bad!r}")
+    return tuple(ds.site_names)
+
+
+def site_node_types(config: Mapping[str, Any], sites: Sequence[str], *, cpus: int | None = None) -> dict[str, Any]:
+    """``config`` with its site node type template (the node type declaring ``site:site0``) replaced by one
+    node type ``ray.worker.site.<name>`` per site, each declaring ``{"site:<name>": 1}`` (and ``cpus`` CPUs when
+    given) with the template's node_config and worker counts; the global ``max_workers`` grows by the copies."""
+    import copy
+
+    types: Mapping[str, Any] = config.get("available_node_types") or {}
+    if not isinstance(types, Mapping):
+        raise ConfigError(f"available_node_types of the cluster config must be a mapping, got {types!r}")
+    templates = [n for n, t in types.items() if SITE_TEMPLATE in ((t or {}).get("resources") or {})]
+    if len(templates) != 1:
+        found = "no node type" if not templates else f"{len(templates)} node types ({', '.join(templates)})"
+        raise ConfigError(f"the cluster config must have one site node type template declaring {SITE_TEMPLATE!r} "
+                          f"(cluster.yaml's ray.worker.site0), found {found}"
+                          + ("; Ray's on-premises provider (provider: type: local) has no node types"
+                             if (config.get("provider") or {}).get("type") == "local" else ""))
+    if cpus is not None and (isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 1):
+        raise ConfigError(f"--cpus must be an integer >= 1 (a site node runs its openbox's cells), got {cpus!r}")
+    if not sites or len(set(sites)) != len(sites):
+        raise ConfigError(f"site names must be given once each, got {list(sites)!r}")
+    [template] = templates
+    block = types[template]
+    generated = [SITE_NODE_TYPE.format(site=s) for s in sites]
+    clash = sorted(set(generated) & (set(types) - {template}))
+    if clash:
+        raise ConfigError(f"the cluster config already has node types {clash}; give a config with the template only")
+    out = copy.deepcopy(dict(config))
+    new_types: dict[str, Any] = {}
+    for name, node_type in types.items():
+        if name != template:
+            new_types[name] = copy.deepcopy(node_type)
+            continue
+        for site, site_type in zip(sites, generated):
+            resources = {r: v for r, v in (block.get("resources") or {}).items() if r != SITE_TEMPLATE}
+            if cpus is not None:
+                resources["CPU"] = cpus
+            resources[f"site:{site}"] = 1
+            new_types[site_type] = {**copy.deepcopy(block), "resources": resources}
+    out["available_node_types"] = new_types
+    if "max_workers" in out:
+        out["max_workers"] = int(out["max_workers"]) + (len(sites) - 1) * int(block.get("max_workers", 1))
+    return out
+
+
+def write_site_node_types(dataset: str, out: str | Path, config_path: str | Path = "cluster.yaml", *,
+                          cpus: int | None = None, target: str | None = None,
+                          site_column: str | None = None) -> tuple[str, ...]:
+    """``raytune-fed cluster node-types``: write ``config_path`` with a site node type per site of ``dataset``
+    to ``out``; returns the sites."""
+    import yaml
+
+    if Path(out).expanduser().absolute() == Path(config_path).expanduser().absolute():
+        raise ConfigError(f"--out {out} is the config it is made from; write the generated file beside it")
+    config = _read_mapping(config_path, "cluster config", "a YAML mapping")
+    sites = dataset_site_names(dataset, target=target, site_column=site_column)
+    generated = site_node_types(config, sites, cpus=cpus)
+    head = (f"# Written by `raytune-fed cluster node-types --dataset {dataset} --config {config_path}`: {config_path}\n"
+            f"# with its site node type template replaced by one node type per site of {dataset}\n"
+            f"# ({', '.join(sites)}). Its comments are in {config_path}; regenerate instead of editing.\n")
+    try:
+        Path(out).expanduser().write_text(head + yaml.safe_dump(generated, sort_keys=False, width=110))
+    except OSError as exc:
+        raise ConfigError(f"cannot write {out}: {exc.strerror or exc}") from None
+    return sites

@@ -10,10 +10,11 @@ is free at start, the session lives in its own ``RAY_TMPDIR``, the cluster has i
 token, and :meth:`FakeCluster.stop` ends only the processes that carry this cluster's mark
 in their environment (every node process inherits it from ``ray start``).
 
-:func:`fake_node_types` derives the node types from cluster.yaml's, so the two cannot drift:
-the same names, min_workers and custom resources (the site node type copied once per site
-of the grid, as cluster.yaml tells a user to do), CPUs scaled down to what two cores can
-pretend, and max_workers capped.  Also used by ``experiments/bench_cluster.py``.
+:func:`fake_node_types` derives the node types from a cluster file's (cluster.yaml, or the
+file ``raytune-fed cluster node-types`` writes from it), so the two cannot drift: the same
+names, min_workers and custom resources (with ``sites``, the template copied once per site by
+hand), CPUs scaled down to what two cores can pretend, and max_workers capped.  Also used
+by ``experiments/bench_cluster.py``.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -32,6 +32,8 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from tests._ports import free_port
 
 PROVIDER = "ray.autoscaler._private.fake_multi_node.node_provider.FakeMultiNodeProvider"
 MARK = "RAYTUNE_FED_FAKE_CLUSTER"
@@ -78,12 +80,6 @@ def fake_node_types(cluster_yaml: Mapping[str, Any], *, sites: Sequence[str] = (
         "file_mounts": {}, "cluster_synced_files": [], "file_mounts_sync_continuously": False,
         "rsync_exclude": [], "rsync_filter": [],
     }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class FakeCluster:

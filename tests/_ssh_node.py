@@ -1,21 +1,22 @@
 """A machine for Ray's on-premise cluster launcher, made on this one for a test.
 
-``ray up`` with ``provider: type: local`` reaches its head over ssh and runs cluster.yaml's
-commands there, ``ray stop`` included, and ``ray down`` runs ``ray stop`` too; ``ray stop``
-ends every Ray process it can see.  So the node is given what a container gives a cloud
-node: its own PID namespace (``ray stop`` sees only the node's processes), network
-namespace (cluster.yaml's fixed ports 6379, 8076, 8265 are the node's own, not this
-machine's) and mount namespace (a private ``/run`` for sshd), with ``HOME`` and ``TMPDIR``
-(Ray's temporary directory) in a fresh directory.  In it runs Debian's ``sshd`` with a host
-key and an authorised client key made for the test, listening on the node's loopback
-``127.0.0.1:22``; the launcher's ssh reaches it through a ProxyCommand that opens the
+``ray up`` with ``provider: type: local`` reaches its head over ssh and runs the recipe's
+commands there (cluster.local.yaml's never run ``ray stop``; cluster.yaml's, which
+``experiments/bench_cluster_launch.py`` times here, do), and ``ray down`` runs Ray's own
+``ray stop``, which ends every Ray process it can see.  So the node is given what a
+container gives a cloud node: its own PID namespace (``ray stop`` sees only the node's
+processes, and :meth:`SshNode.spawn` can start a process there that it would see), network
+namespace (the recipes' fixed ports are the node's own, not this machine's) and mount
+namespace (a private ``/run`` for sshd), with ``HOME`` and ``TMPDIR`` in a fresh directory.
+In it runs Debian's ``sshd`` with a host key and an authorised client key made for the test,
+listening on the node's loopback ``127.0.0.1:22``; the launcher's ssh reaches it through a ProxyCommand that opens the
 connection inside the node's network namespace.  Nothing of the machine's own ssh set-up is
 read or changed, and killing the node's first process (PID 1 of its namespace) ends every
 process the node ever started.
 
 The node's Python is the "image": a virtual environment that already holds the test
 environment's distributions (Ray at the local version, numpy, ...) but not raytune-fed, as
-``rayproject/ray`` holds Ray but not this package; cluster.yaml's setup commands install
+``rayproject/ray`` holds Ray but not this package; the recipe's setup commands install
 the wheel into it.  Root only (namespaces, a second sshd): the test fails, with the reason,
 elsewhere.
 """
@@ -205,6 +206,12 @@ class SshNode:
                 continue
         return found
 
+    def spawn(self, argv: list[str]) -> subprocess.Popen:
+        """Start ``argv`` inside the node's PID namespace (as if another user of the machine had started it
+        there): the process is nsenter's child; kill it with :meth:`processes` and its command line."""
+        return subprocess.Popen(["nsenter", "--target", str(self.init_pid), "--pid", "--", *argv],
+                                start_new_session=True)
+
     def stop(self, timeout: float = 60.0) -> None:
         """End the node: its PID 1, and with it every process of its namespace."""
         if self.init_pid is not None:
@@ -242,6 +249,16 @@ def launcher_config(cluster_yaml: dict, name: str, auth: dict) -> dict:
     """cluster.yaml's file mounts and commands, for Ray's on-premise provider with one node at 127.0.0.1."""
     cfg = {key: copy.deepcopy(cluster_yaml[key]) for key in TAKEN}
     cfg.update(cluster_name=name, provider={"type": "local", "head_ip": "127.0.0.1", "worker_ips": []}, auth=auth)
+    return cfg
+
+
+def on_this_node(recipe: dict, name: str, auth: dict) -> dict:
+    """cluster.local.yaml as a user fills it in for one machine: this node as the head (127.0.0.1, no workers),
+    the node's ssh auth, a cluster name of the test's; every other key (commands, mounts, ports) verbatim."""
+    cfg = copy.deepcopy(recipe)
+    cfg["cluster_name"] = name
+    cfg["provider"] = {**cfg["provider"], "head_ip": "127.0.0.1", "worker_ips": []}
+    cfg["auth"] = auth
     return cfg
 
 

@@ -10,10 +10,11 @@ grid has two openbox/lockbox pairs of geo5_sim's five sites.
 
 Two clusters, as a user would set them up:
 
-- labelled: cluster.yaml's site node type copied once per site (as its comment says to do).
-  The grid is pinned: every site's actor starts on its own node and every cell on its
-  openbox's node, so the demand starts the site nodes and no general worker; the node of a
-  running cell is lost and the autoscaler brings it back.
+- labelled: the file ``raytune-fed cluster node-types --dataset geo5_sim`` writes from
+  cluster.yaml (its site node type template replaced by one node type per site).  The grid
+  is pinned: every site's actor starts on its own node and every cell on its openbox's node,
+  so the demand starts the site nodes and no general worker; the node of a running cell is
+  lost and the autoscaler brings it back.
 - unlabelled: the template as shipped (``site:site0``, which no site of the grid is).  Sites
   and cells run anywhere, so the demand starts general workers; one running a cell is lost.
 """
@@ -32,6 +33,7 @@ import pytest
 import yaml
 from _fake_cluster import FakeCluster, fake_node_types
 
+from raytune_fed.cluster import SITE_NODE_TYPE, write_site_node_types
 from raytune_fed.data import load_dataset
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -127,12 +129,12 @@ def _check_rows_and_scale_down(cluster: FakeCluster, out: Path, said: str, refer
 @pytest.mark.cluster
 @pytest.mark.process
 def test_labelled_cluster_starts_each_sites_node_keeps_rows_there_and_replaces_a_lost_one(tmp_path, reference):
-    cluster_yaml = yaml.safe_load((ROOT / "cluster.yaml").read_text())
-    sites = load_dataset("geo5_sim").site_names  # the natural split: one site per dataset site
-    template = next(n for n, t in cluster_yaml["available_node_types"].items() if "site:site0" in t["resources"])
-    site_type = {template.replace("site0", s): s for s in sites}
+    generated = tmp_path / "cluster.geo5.yaml"  # what `raytune-fed cluster node-types --dataset geo5_sim` writes
+    sites = write_site_node_types("geo5_sim", generated, ROOT / "cluster.yaml")
+    assert sites == load_dataset("geo5_sim").site_names  # the natural split: one site per dataset site
+    site_type = {SITE_NODE_TYPE.format(site=s): s for s in sites}
     openboxes = {sites[o] for o in reference["openbox"]}
-    cluster = FakeCluster(fake_node_types(cluster_yaml, sites=sites))
+    cluster = FakeCluster(fake_node_types(yaml.safe_load(generated.read_text())))
     try:
         cluster.start()
         for site in sites:

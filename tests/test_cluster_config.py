@@ -1,9 +1,10 @@
-"""cluster.yaml is a valid Ray cluster-launcher config and says what we rely on.
+"""cluster.yaml and cluster.local.yaml are valid Ray cluster-launcher configs and say what we rely on;
+``raytune-fed cluster node-types`` writes valid ones; ``stop-ray`` stops only what its marker names.
 
 Validation uses Ray's own code: ``validate_config`` checks a config against
 ``ray/autoscaler/ray-schema.json`` plus a few semantic rules, and ``prepare_config``
 merges the provider defaults, the same steps ``ray up`` takes before it first calls AWS.
-Nothing here talks to AWS or starts Ray.
+Nothing here talks to AWS or starts Ray (the stop-ray test stops sleeping processes it starts).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import re
 from pathlib import Path
 
+import click
 import jsonschema
 import pytest
 import ray
@@ -20,6 +22,7 @@ import yaml
 from ray.autoscaler._private.util import prepare_config, validate_config
 
 from raytune_fed.cluster import BUNDLE_DIR, CONSTRAINTS
+from raytune_fed.errors import ConfigError
 from raytune_fed.runtime import SITE_SLIVER
 
 CLUSTER_YAML = Path(__file__).resolve().parent.parent / "cluster.yaml"
@@ -292,3 +295,202 @@ def _requirement_closure(root: str, extras: set[str]) -> set[str]:
             if req.marker is None or any(req.marker.evaluate({"extra": e}) for e in (wanted or {""})):
                 todo.append((req.name, frozenset(req.extras)))
     return {key for key, _ in seen}
+
+
+# --- cluster.local.yaml: the on-premises recipe ------------------------------------------------------------
+
+LOCAL_YAML = CLUSTER_YAML.with_name("cluster.local.yaml")
+_BARE_RAY_STOP = re.compile(r"(^|[;&|(]\s*)ray\s+stop\b")
+_COMMANDS = ("initialization_commands", "setup_commands", "head_setup_commands", "worker_setup_commands",
+             "head_start_ray_commands", "worker_start_ray_commands")
+
+
+@pytest.fixture
+def local_cfg() -> dict:
+    cfg = yaml.safe_load(LOCAL_YAML.read_text())
+    assert isinstance(cfg, dict), "cluster.local.yaml must be a YAML mapping"
+    return cfg
+
+
+def test_local_recipe_passes_ray_validation_raw_and_prepared(local_cfg):
+    validate_config(copy.deepcopy(local_cfg))
+    prepared = prepare_config(copy.deepcopy(local_cfg))  # what `ray up` does: the local provider's one node type
+    validate_config(prepared)
+    [node_type] = prepared["available_node_types"].values()
+    assert node_type["max_workers"] == len(local_cfg["provider"]["worker_ips"])
+
+
+@pytest.mark.parametrize("mutate, error", [
+    (lambda c: c.__setitem__("head_start_ray_command", c.pop("head_start_ray_commands")), jsonschema.ValidationError),
+    (lambda c: c["provider"].__setitem__("worker_ip", c["provider"].pop("worker_ips")), click.ClickException),
+    (lambda c: c.__setitem__("available_node_types", {"x": {"resources": {}, "node_config": {}}}), ValueError),
+], ids=["misspelled-top-level-key", "no-worker-ips", "node-types-on-premises"])
+def test_broken_local_recipes_fail_as_ray_up_takes_them(local_cfg, mutate, error):
+    def take(cfg):
+        validate_config(copy.deepcopy(cfg))
+        validate_config(prepare_config(copy.deepcopy(cfg)))
+
+    take(local_cfg)  # the unbroken copy passes, so the failure is the mutation's
+    mutate(local_cfg)
+    with pytest.raises(error):
+        take(local_cfg)
+
+
+def test_local_recipe_is_on_premises_with_cluster_yamls_bundle(local_cfg, raw):
+    assert local_cfg["provider"]["type"] == "local"
+    assert local_cfg["provider"]["head_ip"] and isinstance(local_cfg["provider"]["worker_ips"], list)
+    assert set(local_cfg["auth"]) == {"ssh_user", "ssh_private_key"}
+    assert local_cfg["auth"]["ssh_user"] != "root", "`ray down`'s own `ray stop` as root ends every user's Ray"
+    assert "docker" not in local_cfg, "the machines' own Python, no container"
+    assert "available_node_types" not in local_cfg, "Ray's local provider has one node type of its own"
+    for key in ("file_mounts", "setup_commands", "rsync_exclude", "rsync_filter"):
+        assert local_cfg[key] == raw[key], f"{key}: cluster.yaml's"
+    assert local_cfg["head_setup_commands"] == [], "boto3 is for the AWS autoscaler"
+    assert local_cfg["cluster_name"] != raw["cluster_name"]
+
+
+def test_local_recipe_never_stops_a_ray_it_did_not_start(local_cfg, raw):
+    """`ray stop` ends every Ray process of the machine's user: the recipe stops only the Ray it started."""
+    commands = [c for key in _COMMANDS for c in local_cfg.get(key) or []]
+    assert [c for c in commands if _BARE_RAY_STOP.search(c)] == []
+    assert [c for c in raw["head_start_ray_commands"] if _BARE_RAY_STOP.search(c)], "the guard sees cluster.yaml's"
+    for key, role in (("head_start_ray_commands", "--head"), ("worker_start_ray_commands", "--address=$RAY_HEAD_IP")):
+        stop, start, *rest = local_cfg[key]
+        assert stop == "raytune-fed cluster stop-ray"
+        words = start.split("raytune-fed cluster start-ray -- ", 1)[1].split()
+        assert words[0].startswith(role)
+        assert not any(w.startswith(("--temp-dir", "--block")) for w in words), "start-ray owns the temp dir"
+        assert not any(" ray start" in c or c.startswith("ray start") for c in local_cfg[key])
+    head = local_cfg["head_start_ray_commands"]
+    port = re.search(r"--port=(\d+)", head[1])[1]
+    assert port != "6379", "not Ray's default port: another Ray of the machine may hold it"
+    assert f"--address=$RAY_HEAD_IP:{port}" in local_cfg["worker_start_ray_commands"][1]
+    assert "--autoscaling-config=~/ray_bootstrap_config.yaml" in head[1]
+    announce = 'raytune-fed cluster announce ~/ray_bootstrap_config.yaml --address "$(raytune-fed cluster address)"'
+    assert head[2] == announce, "the head's own Ray: `auto` could find another Ray of the machine"
+
+
+def test_local_recipe_has_no_absolute_machine_paths():
+    for n, line in enumerate(LOCAL_YAML.read_text().splitlines(), 1):
+        if line.lstrip().startswith("#"):
+            continue
+        assert not re.search(r"(/home/|/Users/|/root/|/work/|[A-Za-z]:\\)", line), f"line {n}: {line!r}"
+
+
+# --- `raytune-fed cluster node-types`: cluster.yaml with one site node type per site of a dataset --------------
+
+
+def _generate(tmp_path, *args: str):
+    import subprocess
+    import sys
+    from pathlib import Path as _Path
+
+    out = tmp_path / "cluster.geo5.yaml"
+    cli = _Path(sys.executable).with_name("raytune-fed")
+    done = subprocess.run([str(cli), "cluster", "node-types", *args, "--out", str(out)], capture_output=True,
+                          text=True, cwd=CLUSTER_YAML.parent)
+    return done, out
+
+
+@pytest.mark.process
+def test_node_types_from_a_dataset_validate_and_hold_its_sites(tmp_path, raw):
+    from raytune_fed.data import load_dataset
+
+    done, out = _generate(tmp_path, "--dataset", "geo5_sim", "--config", "cluster.yaml", "--cpus", "4")
+    assert done.returncode == 0, done.stderr
+    generated = yaml.safe_load(out.read_text())
+    validate_config(copy.deepcopy(generated))
+    prepared = prepare_config(copy.deepcopy(generated))  # as `ray up cluster.geo5.yaml` takes it
+    validate_config(prepared)
+    sites = load_dataset("geo5_sim").site_names
+    site_types = {n: t for n, t in _worker_types(generated).items()
+                  if any(k.startswith("site:") for k in t["resources"])}
+    assert sorted(site_types) == sorted(f"ray.worker.site.{s}" for s in sites)
+    template = raw["available_node_types"]["ray.worker.site0"]
+    for site in sites:
+        t = site_types[f"ray.worker.site.{site}"]
+        assert t["resources"] == {"site:" + site: 1, "CPU": 4}
+        assert t["node_config"] == template["node_config"]
+        assert (t["min_workers"], t["max_workers"]) == (template["min_workers"], template["max_workers"])
+    assert "ray.worker.site0" not in generated["available_node_types"], "the template block is gone"
+    others = {n: t for n, t in raw["available_node_types"].items() if n != "ray.worker.site0"}
+    assert {n: generated["available_node_types"][n] for n in others} == others
+    assert generated["max_workers"] == raw["max_workers"] + len(sites) - 1
+    assert {k: v for k, v in generated.items() if k not in ("available_node_types", "max_workers")} == \
+        {k: v for k, v in raw.items() if k not in ("available_node_types", "max_workers")}
+    test_site_node_types_declare_one_site_resource(copy.deepcopy(generated))  # the shipped file's own checks
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("args, message", [
+    (("--dataset", "no_such_dataset"), "unknown dataset 'no_such_dataset'"),
+    (("--dataset", "spambase"), "dataset 'spambase' has no sites of its own"),
+    (("--dataset", "geo5_sim", "--config", "cluster.local.yaml"), "one site node type template declaring "
+                                                                   "'site:site0'.*found no node type"),
+    (("--dataset", "geo5_sim", "--cpus", "0"), "--cpus must be an integer >= 1 .*got 0"),
+], ids=["unknown-dataset", "no-sites", "no-template", "no-cpus"])
+def test_node_types_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
+    done, out = _generate(tmp_path, *args)
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert re.search(message, line), line
+    assert not out.exists()
+
+
+# --- `raytune-fed cluster stop-ray`: only the processes of the marker's start ----------------------------------
+
+
+def _sleeper(env: dict[str, str]):
+    import os
+    import subprocess
+    import sys
+
+    # a Ray worker's name on its command line: `ray stop` would end it
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", "default_worker.py"],
+                            env={**os.environ, **env})
+
+
+@pytest.mark.process
+def test_stop_ray_stops_the_marked_processes_and_no_other(tmp_path):
+    from raytune_fed.cluster import RAY_MARK, marked_processes, ray_address, start_ray, stop_ray
+
+    ours, other_start, unmarked = (_sleeper({RAY_MARK: "t1"}), _sleeper({RAY_MARK: "t0"}), _sleeper({}))
+    try:
+        import time
+
+        give_up = time.monotonic() + 30
+        while ours.pid not in marked_processes("t1") and time.monotonic() < give_up:
+            time.sleep(0.1)
+        assert set(marked_processes("t1")) == {ours.pid}
+        assert stop_ray(tmp_path) == [], "no marker: nothing of this cluster runs here"
+        assert ours.poll() is None
+        (tmp_path / "ray.json").write_text(json.dumps({"token": "t1", "address": "10.0.0.1:6390"}))
+        assert ray_address(tmp_path) == "10.0.0.1:6390"
+        with pytest.raises(ConfigError, match=r"still running here \(1 processes.*run `raytune-fed cluster stop-ray`"):
+            start_ray(["--head"], tmp_path)  # never a second Ray of the same state directory
+        assert stop_ray(tmp_path, grace_seconds=5) == [ours.pid]
+        assert ours.wait(10) is not None
+        assert other_start.poll() is None and unmarked.poll() is None, "another start's and an unmarked process live"
+        assert not (tmp_path / "ray.json").exists()
+        with pytest.raises(ConfigError, match="no Ray of this cluster runs on this machine"):
+            ray_address(tmp_path)
+    finally:
+        for proc in (ours, other_start, unmarked):
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.parametrize("marker, args, message", [
+    (None, ["--head", "--temp-dir=/elsewhere"], "sets Ray's --temp-dir itself"),
+    (None, ["--head", "--block"], "--block does not apply"),
+    ("not json", ["--head"], "cannot read the marker file"),
+    ('{"address": "x:1"}', ["--head"], "names no token of a Ray start"),
+], ids=["temp-dir", "block", "unreadable-marker", "marker-without-token"])
+def test_start_ray_refuses_bad_input(tmp_path, marker, args, message):
+    from raytune_fed.cluster import start_ray
+
+    if marker is not None:
+        (tmp_path / "ray.json").write_text(marker)
+    with pytest.raises(ConfigError, match=message):
+        start_ray(args, tmp_path)
+    assert not list(tmp_path.glob("session_*")), "no Ray was started"
