@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from raytune_fed.cli._options import csv
+from raytune_fed.cli._options import add_preset_option, csv, preset_epilog
 from raytune_fed.cli._stderr import quiet_optuna
 from raytune_fed.crypto import SCHEMES
 
@@ -59,7 +59,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("cmosb", help="constrained multi-objective SecureBoost tuning (CMOSB) vs ES, GS, BO",
                        description="Tune vertical SecureBoost for utility loss, training cost and privacy leakage "
                                    "with constrained NSGA-II, compare with the baselines by hypervolume.",
-                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       epilog=preset_epilog(EPILOG, "cmosb"), formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_preset_option(p, "cmosb")
     p.add_argument("--dataset", default="synthetic1",
                    help="synthetic1, synthetic2, default_credit or sensorless (OpenML; needs network access once)")
     p.add_argument("--population", type=int, default=20, help="NSGA-II population (default: %(default)s)")
@@ -95,16 +96,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run, finished_unit="trials")  # what an interrupt says it kept
 
 
+def cmosb_settings(args: argparse.Namespace):
+    """The run's settings from parsed ``cmosb`` arguments, checked."""
+    from raytune_fed.workflows.cmosb import CMOSBSettings
+
+    return CMOSBSettings(dataset=args.dataset, population=args.population, generations=args.generations,
+                         baselines=tuple(args.baselines), max_cost=args.max_cost, max_leakage=args.max_leakage,
+                         he=args.he, seed=args.seed, grid_levels=args.grid_levels, bo_trials=args.bo_trials,
+                         n_sample=args.attack_sample, points=tuple(args.point),
+                         constraint_handling=args.constraint_handling, bo_batch=args.bo_batch,
+                         op_times=_op_times(args.op_times)).check()
+
+
 def run(args: argparse.Namespace) -> None:
-    from raytune_fed.workflows.cmosb import CMOSBSettings, format_summary, run_cmosb, write_outputs
+    from raytune_fed.workflows.cmosb import format_summary, run_cmosb, write_outputs
 
     quiet_optuna()  # BO's searcher lives in this process
-    settings = CMOSBSettings(dataset=args.dataset, population=args.population, generations=args.generations,
-                             baselines=tuple(args.baselines), max_cost=args.max_cost, max_leakage=args.max_leakage,
-                             he=args.he, seed=args.seed, grid_levels=args.grid_levels, bo_trials=args.bo_trials,
-                             n_sample=args.attack_sample, points=tuple(args.point),
-                             constraint_handling=args.constraint_handling, bo_batch=args.bo_batch,
-                             op_times=_op_times(args.op_times)).check()
+    settings = cmosb_settings(args)
     frame = run_cmosb(settings, args.out, address=args.address, num_cpus=args.num_cpus)
     summary = write_outputs(frame, args.out, settings.constraints, command=getattr(args, "command_line", None))
     print(format_summary(summary))

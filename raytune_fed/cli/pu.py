@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from raytune_fed.cli._options import GRID_EPILOG, add_grid_options, csv, grid_options
+from raytune_fed.cli._options import GRID_EPILOG, add_grid_options, add_preset_option, csv, grid_options, preset_epilog
 from raytune_fed.cli._stderr import quiet_optuna
 
 
@@ -23,7 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "and the report page (index.html, index.md) with the paper's Tables 2 and 6 "
                                    "(4 and 5 when the grid runs several schedules or --compare-control-variate) and "
                                    "Figures 3-5.",
-                       epilog=GRID_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       epilog=preset_epilog(GRID_EPILOG, "pu"), formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_preset_option(p, "pu")
     p.add_argument("--dataset", type=csv, default=("twonorm",),
                    help="comma-separated dataset names, openml:<name|id>, or CSV/Parquet paths (default: twonorm)")
     p.add_argument("--target", default=None, help="target column (for CSV/Parquet files)")
@@ -42,8 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cv-reading", default="normalised",
                    help="the control variate as shipped (normalised: eq. 13's mean of 1 enforced, eta shrunk, off "
                         "with few labelled rows) or as the paper writes it (odds)")
-    p.add_argument("--compare-control-variate", action="store_true",
-                   help="run ODE both with and without the control variate (Table 5)")
+    p.add_argument("--compare-control-variate", action=argparse.BooleanOptionalAction, default=False,
+                   help="run ODE both with and without the control variate (Table 5; default: off)")
     p.add_argument("--budget-samples", type=int, default=None,
                    help="ODE's sample budget B in rows (default: --budget-factor x N)")
     p.add_argument("--budget-factor", type=float, default=1.0,
@@ -53,7 +54,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(balanced, default), each prefix holds the labelled share of the training rows "
                         "(proportional), or a uniformly random prefix (uniform)")
     p.add_argument("--budget-seconds", type=float, default=None, help="ODE's training-time budget B' (default: none)")
-    p.add_argument("--asynchronous", action="store_true", help="ODE's ASHA-like asynchronous halving")
+    p.add_argument("--asynchronous", action=argparse.BooleanOptionalAction, default=False,
+                   help="ODE's ASHA-like asynchronous halving (default: off)")
     p.add_argument("--reps", type=int, default=10, help="replications (default: %(default)s, the paper's count)")
     p.add_argument("--supervised-trials", type=int, default=30, help="TPE trials of the supervised baseline")
     p.add_argument("--baseline-configs", type=int, default=None,
@@ -67,20 +69,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
+def pu_settings(args: argparse.Namespace):
+    """The grid's settings from parsed ``pu`` arguments (checked when built)."""
+    from raytune_fed.workflows.pu import PUGridSettings
+
+    cvs = (True, False) if args.compare_control_variate else (args.control_variate,)
+    return PUGridSettings(datasets=args.dataset, cs=args.c, methods=args.methods, evaluators=args.evaluator,
+                          schedules=args.schedule, control_variates=cvs, cv_reading=args.cv_reading,
+                          budget_samples=args.budget_samples,
+                          budget_factor=args.budget_factor, rung_sampling=args.rung_sampling,
+                          budget_seconds=args.budget_seconds, asynchronous=args.asynchronous, n_reps=args.reps,
+                          seed=args.seed, supervised_trials=args.supervised_trials,
+                          baseline_configs=args.baseline_configs, target=args.target, prior=args.prior,
+                          positive=args.positive)
+
+
 def run(args: argparse.Namespace) -> None:
-    from raytune_fed.workflows.pu import PUGridSettings, format_summary, run_grid, write_report
+    from raytune_fed.workflows.pu import format_summary, run_grid, write_report
 
     quiet_optuna()  # the supervised baseline tunes with Optuna
-    cvs = (True, False) if args.compare_control_variate else (args.control_variate,)
-    settings = PUGridSettings(datasets=args.dataset, cs=args.c, methods=args.methods, evaluators=args.evaluator,
-                              schedules=args.schedule, control_variates=cvs, cv_reading=args.cv_reading,
-                              budget_samples=args.budget_samples,
-                              budget_factor=args.budget_factor, rung_sampling=args.rung_sampling,
-                              budget_seconds=args.budget_seconds, asynchronous=args.asynchronous, n_reps=args.reps,
-                              seed=args.seed, supervised_trials=args.supervised_trials,
-                              baseline_configs=args.baseline_configs, target=args.target, prior=args.prior,
-                              positive=args.positive)
-    frame = run_grid(settings, **grid_options(args))
+    frame = run_grid(pu_settings(args), **grid_options(args))
     print(format_summary(frame))
     if not args.no_report:
         print(f"report: {write_report(args.out, frame, command=args.command_line)}")

@@ -6,7 +6,15 @@ import argparse
 from pathlib import Path
 from typing import TypedDict
 
-from raytune_fed.cli._options import GRID_EPILOG, HelpFormatter, add_grid_options, csv, grid_options
+from raytune_fed.cli._options import (
+    GRID_EPILOG,
+    HelpFormatter,
+    add_grid_options,
+    add_preset_option,
+    csv,
+    grid_options,
+    preset_epilog,
+)
 from raytune_fed.simulation import SPLIT_METHODS
 
 
@@ -36,7 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser("rfms", help="run (or resume) an RFMS experiment grid",
                        description="Restrictive federated model selection: every (openbox, lockbox) pair x "
                                    "replications x learners, all methods, scored by dominated hypervolume.",
-                       epilog=GRID_EPILOG, formatter_class=HelpFormatter)
+                       epilog=preset_epilog(GRID_EPILOG, "rfms"), formatter_class=HelpFormatter)
+    add_preset_option(r, "rfms")
     r.add_argument("--dataset", default="geo5_sim", help="dataset name, openml:<name|id>, or a CSV/Parquet path")
     r.add_argument("--target", default=None, help="target column (for CSV/Parquet files)")
     r.add_argument("--site-column", default=None, help="site column (for CSV/Parquet files)")
