@@ -268,3 +268,39 @@ def test_a_threaded_site_actor_answers_exactly_its_budget(ray_session, tmp_path)
 def _session_of(client: SiteClient) -> str:
     client.declare_schedule(SCHEDULE)
     return client.open_session(UNIT, "curator").token
+
+
+def test_a_session_closed_while_its_query_scores_is_closed_after_that_query_is_recorded(tmp_path):
+    """The owner closes a session while one of its queries is scoring: the close waits for it, so the ledger
+    never names the session after its close (the site would refuse that ledger at its next start); a query of
+    the session sent after the close began is refused, uncharged."""
+    site = _site(tmp_path, "s", cls=HeldSite)
+    token = _session(site)
+    first, later = _queries(2, mixed=False)
+    replies: dict[str, bytes] = {}
+    scoring = threading.Thread(target=lambda: replies.setdefault("query", site.call(_message(token, 1, first))))
+    scoring.start()
+    assert site.entered.wait(60)
+    close = _wire.encode({"method": "close_session", "args": {"session": token, "owner": OWNER}})
+    closing = threading.Thread(target=lambda: replies.setdefault("close", site.call(close)))
+    closing.start()
+    while not site._sessions[_wire_key(token)].closed:  # the close has begun (and waits for the query)
+        time.sleep(0.01)
+    assert _outcome(site.call(_message(token, 2, later))) == ("refused", "session")
+    site.release.set()
+    scoring.join(60)
+    closing.join(60)
+    assert _outcome(replies["query"])[0] == "answer"
+    assert "answer" in _wire.decode(replies["close"], max_bytes=1 << 30)
+    events = [e["event"] for e in site._ledger.entries if e["event"] in {"query", "close_session", "refused"}]
+    assert events == ["query", "close_session"]
+    site.stop()
+    restarted = Site(X, Y, site.policy, owner_secret=OWNER)  # the ledger is one a site starts from
+    assert restarted._sessions[_wire_key(token)].closed
+    restarted.stop()
+
+
+def _wire_key(token: str) -> str:
+    from raytune_fed.federation._party import token_key
+
+    return token_key(token)

@@ -238,6 +238,7 @@ class Party:
         self._admitted = 0  # admission numbers given to requests of handlers that yield
         self._recorded = 0  # the admission number whose turn it is to be recorded
         self._in_flight: set[tuple[str, int]] = set()  # (session, request number) admitted, not yet recorded
+        self._pending: dict[str, int] = {}  # session -> its admitted requests of handlers that yield, not yet recorded
         self._current = threading.local()
 
     def stop(self) -> None:
@@ -322,6 +323,9 @@ class Party:
             self._refuse(spec, session, Refusal("malformed"), charged=0)
         while session is not None and number is not None and (session.key, number) in self._in_flight:
             self._turns.wait()  # the same request is being answered now: its answer is replayed below
+            if session.closed:  # closed meanwhile: as for any request of a closed session
+                self._note("session", spec.name)
+                raise Refusal("session")
         if session is not None and number is not None and (session.key, number) in self._replies:
             return self._replay_reply(spec, session, number)
         request = Request(spec, session, args, analyst, number, deadline)
@@ -338,13 +342,19 @@ class Party:
         kept = None if session is None or number is None else (session.key, number)
         if kept is not None:
             self._in_flight.add(kept)
+        if session is not None:
+            self._pending[session.key] = self._pending.get(session.key, 0) + 1
         try:
             staged = self._unlocked(ticket, spec, session, args, payload)
             return self._answer(spec, session, charged, number, lambda: _resume(spec, staged))
-        finally:  # the lock is held again here, until the reply leaves call()
+        finally:  # the lock is held again here, and it is this request's turn, until the reply leaves call()
             self._recorded += 1
             if kept is not None:
                 self._in_flight.discard(kept)
+            if session is not None:
+                self._pending[session.key] -= 1
+                if not self._pending[session.key]:
+                    del self._pending[session.key]
             self._turns.notify_all()
 
     def _run(self, spec: Restricted, session: Session | None, args: Mapping[str, Any], payload: Any) -> Any:
@@ -373,9 +383,30 @@ class Party:
             except Exception as exc:  # noqa: BLE001 - refused (and charged) below, in admission order
                 return _Raised(exc)
         finally:
-            self._lock.acquire()
-            while self._recorded != ticket:
-                self._turns.wait()
+            self._take_turn(ticket)
+
+    def _take_turn(self, ticket: int) -> None:
+        """Hold the party's lock again and wait until every request admitted before ``ticket`` is recorded.
+
+        Returns only then, even if an interrupt (Ctrl-C on an in-process party) arrives while it waits: the
+        caller's bookkeeping must run holding the lock and in its turn, or every later request would wait
+        for this one's turn forever.  The interrupt is raised once the turn is taken."""
+        interrupted: BaseException | None = None
+        while True:
+            try:
+                self._lock.acquire()
+                break
+            except BaseException as exc:  # noqa: BLE001 - re-raised below, in turn
+                interrupted = interrupted or exc
+        while True:
+            try:
+                while self._recorded != ticket:
+                    self._turns.wait()
+                break
+            except BaseException as exc:  # noqa: BLE001 - Condition.wait takes the lock back before it raises
+                interrupted = interrupted or exc
+        if interrupted is not None:
+            raise interrupted
 
     def _answer(self, spec: Restricted, session: Session | None, charged: int, number: int | None,
                 compute: Callable[[], Any]) -> Any:
@@ -486,8 +517,14 @@ class Party:
 
     @restricted(answers=Closed, owner=True)
     def close_session(self, session: Session) -> tuple[Closed, dict[str, Any]]:
-        """The owner ends a session; its ledger entries stay."""
+        """The owner ends a session; its ledger entries stay.
+
+        Requests of the session that are being scored (admitted before the close) are recorded first: no new
+        one is admitted once ``closed`` is set, and the close waits for those, so the ledger never names the
+        session after its ``close_session`` line (a restart would refuse that ledger)."""
         session.closed = True
+        while self._pending.get(session.key):
+            self._turns.wait()
         return Closed(session.unit, session.n_queries), {"closed": session.key}
 
     def _restore(self) -> None:

@@ -30,7 +30,9 @@ NAME = Text(max_len=200, min_len=0)
 @dataclass(frozen=True)
 class Loss(Record):
     """A curator's answer: the loss of one model on its in-bag rows, how many rows, and
-    how long the site spent scoring (so the analyst can tell framework time from work)."""
+    the CPU seconds the site's thread spent on it (so the analyst can tell framework time from
+    work; CPU time, not wall time, so that it says nothing of other analysts' queries scored
+    at the same time)."""
 
     value: float
     n_rows: int

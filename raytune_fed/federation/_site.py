@@ -242,7 +242,7 @@ class Site(Party):
                          "train_loss": Real(0.0, 1.0, optional=True)}, answers=Loss)
     def query(self, session: Session, model: Any, mechanism: str, train_loss: float | None
               ) -> Generator[None, None, tuple[Loss, dict[str, Any]]]:
-        start = time.perf_counter()
+        start = time.thread_time()
         draw = self._current.draw
         if mechanism not in self.policy.curator.mechanisms:
             raise Refusal("mechanism")
@@ -253,9 +253,9 @@ class Site(Party):
         pred = self._score(model, rows, fingerprint)
         bits = packed_hex(pred), packed_hex(rows)
         loss = float(np.mean(pred[rows] != self._y[rows]))
-        scored = time.perf_counter() - start
+        scored = time.thread_time() - start
         yield  # from here under the site's lock, in the order the queries were charged
-        start = time.perf_counter()
+        start = time.thread_time()
         repeat = mechanism == "thresholdout" and bits in self._exact  # see _guard's docstring
         if not repeat and not self._guard.allows(pred, rows):
             raise Refusal("guard", fingerprint=fingerprint)
@@ -273,7 +273,7 @@ class Site(Party):
         if not repeat:
             self._guard.add(pred, rows)
         ledger["answer"] = answer
-        return Loss(answer, int(rows.sum()), scored + time.perf_counter() - start), ledger
+        return Loss(answer, int(rows.sum()), scored + time.thread_time() - start), ledger
 
     def _noise(self, unit: str, draw: int, bits: tuple[str, str]) -> np.random.Generator:
         """Thresholdout's stream for the ``draw``-th query of a session of ``unit`` about predictions ``bits``."""
