@@ -250,8 +250,10 @@ to every worker it spawns, so the token (with the descendants of the processes s
 :func:`marked_processes`) names exactly the processes of that start."""
 
 STATE_DIR = "~/.raytune-fed-ray"
-"""Where :func:`start_ray` keeps its marker file (``ray.json``); it is also Ray's temporary directory (kept
-short: Ray's Unix socket paths under it must stay below 108 bytes)."""
+"""Where :func:`start_ray` keeps its marker file (``ray.json``), mode 0700 so that no other user can replace
+the marker; Ray's temporary directory is its subfolder ``ray`` (Ray makes that one world-writable; the path is
+kept short: Ray's Unix socket paths under it must stay below 108 bytes).  One cluster per user and machine:
+a second needs its own ``--state-dir`` and ports."""
 
 _MARKER = "ray.json"
 _FIRST, _LAST = ("raylet",), ("gcs_server",)  # stopped first and last, as `ray stop` orders them
@@ -259,6 +261,31 @@ _FIRST, _LAST = ("raylet",), ("gcs_server",)  # stopped first and last, as `ray 
 
 def _state_dir(state_dir: str | Path) -> Path:
     return Path(state_dir).expanduser().absolute()
+
+
+def _private_state(state: Path) -> None:
+    """Create ``state`` as this user's own folder, mode 0700 (an existing one must be this user's)."""
+    state.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if state.stat().st_uid != os.getuid():
+        raise ConfigError(f"the state directory {state} belongs to another user; give --state-dir a folder of yours")
+    state.chmod(0o700)
+
+
+def _write_marker(state: Path, marker: dict[str, Any]) -> None:
+    """Write the marker whole or not at all (a temporary file, fsynced, then renamed), mode 0600."""
+    import json
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(dir=state, prefix=".ray.json.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(marker, indent=1) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, state / _MARKER)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _read_marker(state: Path) -> dict[str, Any] | None:
@@ -319,7 +346,6 @@ def start_ray(ray_args: list[str], state_dir: str | Path = STATE_DIR) -> dict[st
 
     Refuses while a Ray that an earlier call started is still running (:func:`stop_ray` first), and
     refuses ``--temp-dir`` (the state directory holds it).  Returns the marker."""
-    import json
     import secrets
     import shutil
     import time
@@ -340,9 +366,10 @@ def start_ray(ray_args: list[str], state_dir: str | Path = STATE_DIR) -> dict[st
     ray_bin = str(ray_cli) if ray_cli.exists() else shutil.which("ray")
     if ray_bin is None:
         raise ConfigError("no `ray` command next to this Python or on PATH: install Ray on this machine")
-    temp = state
+    temp = state / "ray"
     try:
-        temp.mkdir(parents=True, exist_ok=True)
+        _private_state(state)
+        temp.mkdir(exist_ok=True)
         (state / _MARKER).unlink(missing_ok=True)
     except OSError as exc:
         raise ConfigError(f"cannot prepare the state directory {state}: {exc.strerror or exc}") from None
@@ -350,7 +377,7 @@ def start_ray(ray_args: list[str], state_dir: str | Path = STATE_DIR) -> dict[st
     marker: dict[str, Any] = {"token": token, "started": time.time(), "temp_dir": str(temp),
                               "ray_start": [*ray_args, f"--temp-dir={temp}"]}
     # the marker first: if `ray start` fails half-way, stop_ray still finds what it left running
-    (state / _MARKER).write_text(json.dumps(marker, indent=1) + "\n")
+    _write_marker(state, marker)
     done = subprocess.run([ray_bin, "start", *marker["ray_start"]], env={**os.environ, RAY_MARK: token},
                           stdin=subprocess.DEVNULL, capture_output=True, text=True)
     sys.stdout.write(done.stdout)
@@ -364,7 +391,7 @@ def start_ray(ray_args: list[str], state_dir: str | Path = STATE_DIR) -> dict[st
     except OSError:
         address = ""
     marker.update(address=address, pids=sorted(marked_processes(token)))
-    (state / _MARKER).write_text(json.dumps(marker, indent=1) + "\n")
+    _write_marker(state, marker)
     return marker
 
 

@@ -136,7 +136,7 @@ class _Snapshots:
                     records.append(self.records[cell.key])
             missing = tuple(cell.label for cell in self.cells if cell.key not in self.done)
             self.hook(GridSnapshot(self.name, tuple(records), missing, len(self.cells)))
-        except (RaytuneFedError, OSError) as exc:
+        except Exception as exc:  # noqa: BLE001 - pyarrow's ValueError/TypeError, a full disk, memory: told, not fatal
             if not self.failed:
                 self.note(f"{self.name}: the partial results could not be written ({exc}); the finished cells are "
                           f"stored all the same")

@@ -186,7 +186,7 @@ def read_results(out: str | Path, hint: str = _NO_RESULTS) -> tuple[pd.DataFrame
     return read(path)
 
 
-def load_results(path: str | Path) -> Results:
+def load_results(path: str | Path, *, partial: bool = False) -> Results:
     """The results of an ``rfms``/``demo``, ``pu`` or ``cmosb`` run as flat tables.
 
     ``path`` is the run's output directory (or its ``results.parquet`` or ``results.partial.parquet``).
@@ -194,13 +194,18 @@ def load_results(path: str | Path) -> Results:
     method, PU cell, or CMOSB trial; scalar columns, configurations as ``config.<name>``) and
     ``tables`` (RFMS: ``selected``, one row per selected model, and ``curators``).
 
-    A grid that is still running or stopped incomplete is read from its partial file: then
+    A grid that is still running or stopped incomplete is a :class:`~raytune_fed.errors.ConfigError`
+    saying how far it got, unless ``partial=True``: then it is read from its partial file,
     ``complete`` is False, ``n_done`` of ``n_total`` cells are in the tables and ``missing``
     names the others (their labels, in the grid's order).  A finished run has ``complete``
     True, ``missing`` empty, and ``n_done`` and ``n_total`` None.
     """
     workflow = recognise(path)
-    frame, partial = read_results(path)
+    frame, found = read_results(path)
+    if found is not None and not partial:
+        raise ConfigError(f"{Path(path)} holds a partial {found.workflow} grid ({found.n_done} of {found.n_total} "
+                          f"{found.unit}): it is running or stopped early; wait for it, run its command again to "
+                          f"finish it, or read what is there with load_results(..., partial=True)")
     if workflow == "rfms":
         from raytune_fed.workflows.rfms._summary import flat_results
     elif workflow == "pu":
@@ -208,6 +213,6 @@ def load_results(path: str | Path) -> Results:
     else:
         from raytune_fed.workflows.cmosb._summary import flat_results
     results = flat_results(frame)
-    if partial is None:
+    if found is None:
         return results
-    return replace(results, complete=False, missing=partial.missing, n_done=partial.n_done, n_total=partial.n_total)
+    return replace(results, complete=False, missing=found.missing, n_done=found.n_done, n_total=found.n_total)
