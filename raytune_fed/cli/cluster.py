@@ -50,9 +50,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="CPUs each site node declares (default: none declared, Ray detects the machine's)")
     n.add_argument("--out", required=True, help="the cluster file to write, e.g. cluster.geo5.yaml")
     n.set_defaults(run=_node_types)
-    state = "the marker file's directory, also Ray's temporary directory (default: ~/.raytune-fed-ray)"
+    state = ("the marker file's directory, this user's own (mode 0700); Ray's temporary directory is its subfolder "
+             "'ray' (default: ~/.raytune-fed-ray)")
     s_ = steps.add_parser("start-ray", help="ray start with this cluster's own temp dir and marker (on a node)",
-                          description="Run `ray start RAY_ARGS` with --temp-dir STATE_DIR and a fresh token in "
+                          description="Run `ray start RAY_ARGS` with --temp-dir STATE_DIR/ray and a fresh token in "
                                       "the environment of every process it starts, recorded in STATE_DIR/ray.json, "
                                       "so that stop-ray stops exactly this Ray (cluster.local.yaml runs it). "
                                       "Refuses while a Ray this state directory started still runs.")
